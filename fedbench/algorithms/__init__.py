@@ -1,0 +1,7 @@
+"""Federated algorithms, one module per family, registered by name in ALGORITHMS."""
+
+from fedbench.algorithms import fedadamw, fedavg, local_adamw  # noqa: F401  (registration)
+from fedbench.algorithms.base import Algorithm, ParamSpec, RoundInfo
+from fedbench.algorithms.registry import ALGORITHMS
+
+__all__ = ["ALGORITHMS", "Algorithm", "ParamSpec", "RoundInfo"]

@@ -1,0 +1,35 @@
+"""Adam moment updates over lists of tensors, written exactly as torch.optim.Adam(W) computes
+them so that the Adam-family local rules reproduce PyTorch's optimizers bit for bit in float64."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def update_moments_(
+    m: list[Tensor], v: list[Tensor], g: list[Tensor], beta1: float, beta2: float
+) -> None:
+    """m <- beta1*m + (1-beta1)*g;  v <- beta2*v + (1-beta2)*g^2  (in place)."""
+    torch._foreach_lerp_(m, g, 1.0 - beta1)
+    torch._foreach_mul_(v, beta2)
+    torch._foreach_addcmul_(v, g, g, value=1.0 - beta2)
+
+
+def adam_step_(
+    y: list[Tensor],
+    m: list[Tensor],
+    v: list[Tensor],
+    *,
+    lr: float,
+    bias_correction1: float,
+    bias_correction2: float,
+    eps: float,
+) -> None:
+    """y <- y - lr * (m / bc1) / (sqrt(v / bc2) + eps), computed in torch.optim.Adam's order."""
+    denom = torch._foreach_sqrt(v)
+    torch._foreach_div_(denom, math.sqrt(bias_correction2))
+    torch._foreach_add_(denom, eps)
+    torch._foreach_addcdiv_(y, m, denom, value=-lr / bias_correction1)

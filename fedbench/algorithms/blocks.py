@@ -1,0 +1,82 @@
+"""Block partitions of the trainable parameters (FedAdamW's block-wise second moments).
+
+A partition splits every parameter tensor into contiguous groups of rows (dim 0); each group is
+one block, and FedAdamW communicates and restores one mean of v per block. `tensor` makes each
+tensor one block, `global` makes the whole model one block; `hessian` (Algorithm 3 of the
+FedAdamW paper) groups rows by role (per head, per neuron) and is built from the same pieces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from fedbench.errors import FedbenchError
+
+
+@dataclass(frozen=True)
+class BlockPartition:
+    """For each tensor: None (the whole tensor is one block) or a list of row-group sizes."""
+
+    shapes: list[torch.Size]
+    row_groups: list[list[int] | None]
+    whole_model: bool = False
+
+    @property
+    def n_blocks(self) -> int:
+        if self.whole_model:
+            return 1
+        return sum(1 if groups is None else len(groups) for groups in self.row_groups)
+
+    def block_counts(self) -> list[int]:
+        """Number of blocks of each tensor (the whole-model block is counted once, on tensor 0)."""
+        if self.whole_model:
+            return [1] + [0] * (len(self.shapes) - 1)
+        return [1 if groups is None else len(groups) for groups in self.row_groups]
+
+    def means(self, tensors: list[Tensor]) -> Tensor:
+        """The block means of `tensors` as one vector of length n_blocks."""
+        if self.whole_model:
+            total = torch.stack([t.sum() for t in tensors]).sum()
+            return (total / sum(t.numel() for t in tensors)).reshape(1)
+        parts = []
+        for t, groups in zip(tensors, self.row_groups, strict=True):
+            if groups is None:
+                parts.append(t.mean().reshape(1))
+            else:
+                # Every row has the same size, so a block mean is the mean of its row means.
+                row_means = t.reshape(t.shape[0], -1).mean(dim=1)
+                parts.append(torch.stack([seg.mean() for seg in row_means.split(groups)]))
+        return torch.cat(parts)
+
+    def expand(self, block_means: Tensor) -> list[Tensor]:
+        """Tensors of the partition's shapes whose every coordinate holds its block's mean."""
+        if self.whole_model:
+            return [block_means[0].expand(shape).clone() for shape in self.shapes]
+        out = []
+        offset = 0
+        for shape, groups in zip(self.shapes, self.row_groups, strict=True):
+            if groups is None:
+                out.append(block_means[offset].expand(shape).clone())
+                offset += 1
+            else:
+                local = block_means[offset : offset + len(groups)]
+                sizes = torch.tensor(groups, device=block_means.device)
+                rows = local.repeat_interleave(sizes)
+                out.append(rows.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).clone())
+                offset += len(groups)
+        return out
+
+
+def build_partition(kind: str, shapes: list[torch.Size]) -> BlockPartition:
+    """The `blocks:` setting of fedadamw: tensor | global (hessian needs model roles)."""
+    shapes = [torch.Size(s) for s in shapes]
+    if kind == "tensor":
+        return BlockPartition(shapes, [None] * len(shapes))
+    if kind == "global":
+        return BlockPartition(shapes, [None] * len(shapes), whole_model=True)
+    raise FedbenchError(
+        f"blocks: {kind} is not available for this model; use blocks: tensor or blocks: global"
+    )

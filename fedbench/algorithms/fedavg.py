@@ -1,0 +1,39 @@
+"""FedAvg (McMahan et al., 2017): local SGD with coupled weight decay, server averaging.
+
+    y <- y - eta_r * (g + lambda * y)            (each local step)
+    x <- x + eta_g * mean_i (y_i^K - x)          (server)
+
+comm_up d, comm_down d (ALGORITHMS.md, "fedavg").
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.config import AlgorithmConfig
+
+
+class FedAvgConfig(AlgorithmConfig):
+    name: str = "fedavg"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
+
+
+def sgd_step_(y: Tensors, g: Tensors, *, lr: float, weight_decay: float) -> None:
+    """y <- y - lr * (g + weight_decay * y); shared by the local-SGD family."""
+    add_coupled_decay_(g, y, weight_decay)
+    torch._foreach_add_(y, g, alpha=-lr)
+
+
+@ALGORITHMS.register("fedavg")
+class FedAvg(Algorithm):
+    """Federated averaging of local SGD."""
+
+    Params = FedAvgConfig
+    paper = "McMahan et al. 2017 (AISTATS)"
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

@@ -1,0 +1,54 @@
+"""Local AdamW: a fresh torch.optim.AdamW on every client every round (FedAdamW paper, baseline).
+
+    m, v <- 0 at the start of each round;  k = 1..K
+    m <- beta1*m + (1-beta1)*g;  v <- beta2*v + (1-beta2)*g^2
+    y <- y - eta_r * ( (m/(1-beta1^k)) / (sqrt(v/(1-beta2^k)) + eps) + lambda*y )
+
+The server averages the models (FedAvg step). comm_up d, comm_down d.
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms.adam import adam_step_, update_moments_
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.config import AlgorithmConfig
+
+
+class LocalAdamWConfig(AlgorithmConfig):
+    name: str = "local_adamw"
+    beta1: float = Field(default=0.9, ge=0, lt=1)
+    beta2: float = Field(default=0.999, ge=0, lt=1)
+    eps: float = Field(default=1.0e-8, gt=0)
+
+
+@ALGORITHMS.register("local_adamw")
+class LocalAdamW(Algorithm):
+    """AdamW restarted from zero moments every round."""
+
+    Params = LocalAdamWConfig
+    paper = "Loshchilov & Hutter 2019; baseline of Liu et al. 2026 (FedAdamW)"
+    params: LocalAdamWConfig
+
+    def client_begin(
+        self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
+    ) -> State:
+        return {"m": zeros_like(x), "v": zeros_like(x)}
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        p = self.params
+        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
+        if p.weight_decay:
+            torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
+        adam_step_(
+            y,
+            local["m"],
+            local["v"],
+            lr=info.lr,
+            eps=p.eps,
+            bias_correction1=1.0 - p.beta1**k,
+            bias_correction2=1.0 - p.beta2**k,
+        )

@@ -1,0 +1,248 @@
+"""Run configuration: pydantic models, YAML loading and `--set a.b=value` overrides.
+
+The field names are fedbench's public interface (DESIGN.md, "Run config"; ALGORITHMS.md,
+"Config field names"). Every model forbids unknown keys so that a typo is an error, never a
+silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+)
+
+from fedbench.errors import FedbenchError
+
+DEFAULT_ALGORITHM = "fedadamw"
+
+
+class Strict(BaseModel):
+    """Base of every config model: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(Strict):
+    name: str = "digits"
+    root: str | None = None
+    path: str | None = None
+    download: bool = True
+    augment: bool = True
+    image_size: int | None = Field(default=None, gt=0)
+
+
+class PartitionConfig(Strict):
+    kind: Literal["dirichlet", "dirichlet_label", "iid", "natural"] = "dirichlet"
+    alpha: float = Field(default=0.6, gt=0)
+    clients: int = Field(default=20, ge=1)
+    samples_per_client: int | None = Field(default=None, ge=1)
+    seed: int = 0
+
+
+class ModelConfig(Strict):
+    name: str = "cnn"
+    norm: Literal["bn", "gn"] = "bn"
+    pretrained: bool = False
+    weights: str | None = None
+    init: Literal["default", "zeros"] = "default"
+    lora: dict[str, Any] | None = None
+
+
+class FLConfig(Strict):
+    rounds: int = Field(default=30, ge=1)
+    participation: float = Field(default=0.25, gt=0, le=1)
+    local_steps: int = Field(default=20, ge=1)
+    batch_size: int = Field(default=32, ge=0, description="0: the client's whole dataset")
+
+
+class AlgorithmConfig(Strict):
+    """Fields common to every algorithm; each algorithm subclasses it with its own fields."""
+
+    name: str = DEFAULT_ALGORITHM
+    lr: float = Field(default=3.0e-4, gt=0)
+    lr_schedule: Literal["constant", "cosine", "exp"] = "cosine"
+    lr_decay: float = Field(default=0.998, gt=0, description="gamma of the exp schedule")
+    server_lr: float = Field(default=1.0, gt=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    grad_clip: float | None = Field(default=10.0, gt=0)
+    weighting: Literal["uniform", "samples"] = "uniform"
+
+
+class PrivacyConfig(Strict):
+    noise_multiplier: float = Field(default=1.0, ge=0)
+    clip: float = Field(default=0.1, gt=0)
+    delta: float = Field(default=1.0e-5, gt=0, lt=1)
+    target_epsilon: float | None = Field(default=None, gt=0)
+    accountant: Literal["rdp", "prv"] = "rdp"
+    sampling: Literal["fixed", "poisson"] = "fixed"
+
+
+class EvalConfig(Strict):
+    every: int = Field(default=5, ge=1)
+    train_subset: int = Field(default=2000, ge=0, description="0: the whole training set")
+    report: Literal["final", "best", "last_k_mean"] = "final"
+    last_k: int = Field(default=3, ge=1)
+    batch_size: int = Field(default=1024, ge=1)
+    diagnostics: bool = False
+
+
+class RuntimeConfig(Strict):
+    device: str = "auto"
+    precision: Literal["fp32", "bf16"] = "fp32"
+    compile: bool = False
+    engine: Literal["sequential", "vectorized"] = "sequential"
+    checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")
+    workers: int | None = Field(default=None, ge=1)
+
+
+class RunConfig(Strict):
+    """One training run (DESIGN.md, "Run config")."""
+
+    seed: int = 0
+    data: DataConfig = Field(default_factory=DataConfig)
+    partition: PartitionConfig = Field(default_factory=PartitionConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    fl: FLConfig = Field(default_factory=FLConfig)
+    algorithm: SerializeAsAny[AlgorithmConfig] = Field(default=None, validate_default=True)  # type: ignore[assignment]
+    privacy: PrivacyConfig | None = None
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _algorithm_by_name(cls, value: Any) -> AlgorithmConfig:
+        # The algorithm section is validated by the hyperparameter model its `name` selects.
+        if isinstance(value, AlgorithmConfig):
+            return value
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise ValueError("must be a mapping with at least a `name`")
+        from fedbench.algorithms import ALGORITHMS
+
+        name = value.get("name", DEFAULT_ALGORITHM)
+        return ALGORITHMS.get(str(name)).Params.model_validate(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def run_id(self) -> str:
+        """Readable prefix + a hash of everything that can change the results."""
+        data = self.to_dict()
+        runtime = data["runtime"]
+        for key in ("workers", "checkpoint_every"):
+            runtime.pop(key, None)
+        digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+        dataset = self.data.name.replace("/", "-")
+        return f"{self.algorithm.name}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading and overrides
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; a missing or malformed file is a FedbenchError (exit code 2)."""
+    if not path.is_file():
+        raise FedbenchError(f"config file {path} not found; give the path of a YAML run config")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid syntax"
+        raise FedbenchError(f"malformed YAML in {path}{where}: {problem}; fix the file") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise FedbenchError(
+            f"{path} must hold a YAML mapping (key: value), not {type(data).__name__}"
+        )
+    return data
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """`a.b=value` -> (["a", "b"], value parsed as YAML: null, true, numbers, lists...)."""
+    if "=" not in item:
+        raise FedbenchError(f"override {item!r} has no '='; write it as --set key.path=value")
+    key, raw = item.split("=", 1)
+    path = [part for part in key.strip().split(".")]
+    if not key.strip() or any(not part for part in path):
+        raise FedbenchError(f"override {item!r} has an empty key; write it as --set key.path=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return path, value
+
+
+def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
+    """Set data[path[0]][path[1]]... = value, creating mappings (or replacing null) on the way."""
+    node = data
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Return a copy of `data` with every `key.path=value` override applied in order."""
+    result = copy.deepcopy(data)
+    for item in overrides:
+        path, value = parse_override(item)
+        set_path(result, path, value)
+    return result
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
+    """One line for the first error of a pydantic ValidationError."""
+    err = exc.errors()[0]
+    loc = ".".join(str(part) for part in (*([prefix] if prefix else []), *err["loc"]))
+    if err["type"] == "extra_forbidden":
+        return f"unknown config field {loc!r}; check its spelling against the config reference"
+    msg = err["msg"]
+    if err["type"] == "missing":
+        return f"config field {loc!r} is required"
+    return f"invalid config value for {loc!r}: {msg} (got {err.get('input')!r})"
+
+
+def parse_run_config(data: dict[str, Any]) -> RunConfig:
+    """Validate a raw mapping into a RunConfig, turning errors into one-line FedbenchErrors."""
+    if "table" in data or "methods" in data:
+        raise FedbenchError("this is a table config; run it with `fedbench run TABLE`")
+    algorithm = data.get("algorithm") or {}
+    if not isinstance(algorithm, dict):
+        raise FedbenchError("config field 'algorithm' must be a mapping with a `name`")
+    # Validate the algorithm section first so that its errors carry the `algorithm.` location.
+    from fedbench.algorithms import ALGORITHMS
+
+    name = str(algorithm.get("name", DEFAULT_ALGORITHM))
+    try:
+        params = ALGORITHMS.get(name).Params.model_validate(algorithm)
+    except ValidationError as exc:
+        raise FedbenchError(format_validation_error(exc, "algorithm")) from None
+    try:
+        return RunConfig.model_validate({**data, "algorithm": params})
+    except ValidationError as exc:
+        raise FedbenchError(format_validation_error(exc)) from None
+
+
+def load_run_config(path: Path | None, overrides: list[str] | None = None) -> RunConfig:
+    """The resolved run config of `fedbench train [CONFIG] [--set k=v]...`."""
+    data = read_yaml(path) if path is not None else {}
+    return parse_run_config(apply_overrides(data, overrides or []))

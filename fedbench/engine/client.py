@@ -1,0 +1,71 @@
+"""The sequential engine's hot path: one client's K local steps on the one resident model.
+
+The global weights are copied in place into the resident model (no per-client model or
+optimizer objects); batches are pre-drawn as one index tensor; the local rule is a foreach
+tensor function; nothing in the step loop forces a host-device sync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.data import Dataset
+from fedbench.data.sampler import batch_indices, client_seed
+
+
+def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
+    """Rescale g so that its global L2 norm is <= max_norm (no-op below it; no host sync)."""
+    if max_norm is None:
+        return
+    norms = torch._foreach_norm(grads)
+    total = torch.linalg.vector_norm(torch.stack(norms))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / total, max=1.0))
+
+
+def run_client(
+    *,
+    model: nn.Module,
+    forward: Callable[[Tensor], Tensor],
+    params: list[nn.Parameter],
+    algorithm: Algorithm,
+    local: State,
+    info: RoundInfo,
+    data: Dataset,
+    samples: Tensor,
+    batch_size: int,
+    seed: int,
+    client: int,
+    grad_clip: float | None,
+    prepare: Callable[[Tensor], Tensor] | None = None,
+    autocast: torch.dtype | None = None,
+) -> None:
+    """Train the resident model (already holding the client's start weights) for K steps."""
+    client_key = client_seed(seed, info.round, client)
+    generator = torch.Generator().manual_seed(client_key)
+    torch.manual_seed(client_key)  # dropout: a function of (seed, round, client) only
+    order = batch_indices(samples, info.local_steps, batch_size, generator)
+    device_type = samples.device.type
+    cast = (
+        torch.autocast(device_type, dtype=autocast)
+        if autocast is not None
+        else contextlib.nullcontext()
+    )
+    model.train()
+    for k in range(1, info.local_steps + 1):
+        idx = order[k - 1]
+        xb, yb = data.x_train[idx], data.y_train[idx]
+        if data.augment is not None:
+            xb = data.augment(xb, generator)
+        if prepare is not None:
+            xb = prepare(xb)
+        with cast:
+            loss = nn.functional.cross_entropy(forward(xb), yb)
+        grads = list(torch.autograd.grad(loss, params))
+        clip_grad_norm_(grads, grad_clip)
+        with torch.no_grad():
+            algorithm.local_step(params, grads, local, k, info)

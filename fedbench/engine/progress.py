@@ -1,0 +1,84 @@
+"""Progress of one run: a rich bar on a terminal, plain periodic lines otherwise."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class RunProgress(Protocol):
+    def start(self, total: int, done: int) -> None: ...
+    def advance(self, round_done: int, metrics: dict[str, Any] | None) -> None: ...
+    def close(self) -> None: ...
+
+
+class SilentProgress:
+    def start(self, total: int, done: int) -> None:
+        pass
+
+    def advance(self, round_done: int, metrics: dict[str, Any] | None) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class PlainProgress:
+    """One line per evaluation: round, accuracy, losses, seconds per round, ETA."""
+
+    def __init__(self, console: Console, label: str) -> None:
+        self.console, self.label = console, label
+
+    def start(self, total: int, done: int) -> None:
+        self.total, self.first, self.t0 = total, done, time.perf_counter()
+
+    def advance(self, round_done: int, metrics: dict[str, Any] | None) -> None:
+        if metrics is None:
+            return
+        per_round = (time.perf_counter() - self.t0) / max(round_done - self.first, 1)
+        eta = per_round * (self.total - round_done)
+        self.console.print(
+            f"{self.label} round {round_done}/{self.total}  test_acc {metrics['test_acc']:.2f}  "
+            f"test_loss {metrics['test_loss']:.4f}  train_loss {metrics['train_loss']:.4f}  "
+            f"{per_round:.2f} s/round  eta {eta:.0f} s",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    def __init__(self, console: Console, label: str) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("round {task.completed}/{task.total}"),
+            TextColumn("acc {task.fields[acc]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.label = label
+
+    def start(self, total: int, done: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task(self.label, total=total, completed=done, acc="-")
+
+    def advance(self, round_done: int, metrics: dict[str, Any] | None) -> None:
+        fields = {"acc": f"{metrics['test_acc']:.2f}"} if metrics else {}
+        self.progress.update(self.task, completed=round_done, **fields)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+def make_progress(console: Console | None, label: str) -> RunProgress:
+    if console is None:
+        return SilentProgress()
+    return RichProgress(console, label) if console.is_terminal else PlainProgress(console, label)

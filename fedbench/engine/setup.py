@@ -1,0 +1,116 @@
+"""Everything a run needs, built and validated before anything is written to disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec
+from fedbench.config import RunConfig
+from fedbench.data import Dataset, load_dataset
+from fedbench.data.partition import partition
+from fedbench.engine.schedule import client_schedule, clients_per_round
+from fedbench.errors import FedbenchError
+from fedbench.models import build_model
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise FedbenchError(
+            f"runtime.device {name!r} is not a device; use auto, cpu or cuda[:N]"
+        ) from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise FedbenchError(
+            f"runtime.device is {name} but no CUDA GPU is available; use auto or cpu"
+        )
+    return device
+
+
+def param_spec(model: nn.Module) -> ParamSpec:
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    heads = {}
+    for module_name, module in model.named_modules():
+        if hasattr(module, "num_heads"):
+            for pname, _ in module.named_parameters(recurse=False):
+                heads[f"{module_name}.{pname}" if module_name else pname] = int(module.num_heads)
+    return ParamSpec(names=[n for n, _ in named], shapes=[p.shape for _, p in named], heads=heads)
+
+
+@dataclass
+class RunSetup:
+    cfg: RunConfig
+    device: torch.device
+    data: Dataset
+    #: Each client's training-sample indices, on the device.
+    clients: list[Tensor]
+    client_sizes: list[int]
+    partition_arrays: list[np.ndarray]
+    model: nn.Module
+    algorithm: Algorithm
+    schedule: list[list[int]]
+    prepare: Callable[[Tensor], Tensor] | None
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.clients)
+
+
+def _resizer(size: int | None, input_shape: tuple[int, ...]) -> Callable[[Tensor], Tensor] | None:
+    """Resize batches on the device to data.image_size (square), when it differs from the data."""
+    if size is None or len(input_shape) != 3 or input_shape[1:] == (size, size):
+        return None
+
+    def prepare(x: Tensor) -> Tensor:
+        return nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+
+    return prepare
+
+
+def _check_unsupported(cfg: RunConfig) -> None:
+    if cfg.privacy is not None:
+        raise FedbenchError("the privacy section is not supported by this version yet; remove it")
+    if cfg.runtime.engine != "sequential":
+        raise FedbenchError(
+            f"runtime.engine {cfg.runtime.engine} is not available yet; use sequential"
+        )
+
+
+def prepare_run(cfg: RunConfig) -> RunSetup:
+    """Load data, partition it, build the model and the algorithm; raise FedbenchError on bad input."""
+    _check_unsupported(cfg)
+    device = resolve_device(cfg.runtime.device)
+    algorithm_cls = ALGORITHMS.get(cfg.algorithm.name)
+    data = load_dataset(cfg.data)
+    labels = data.y_train.numpy()
+    parts = partition(labels, cfg.partition, data.num_classes, data.client_train)
+    torch.manual_seed(cfg.seed)  # model initialisation depends on the run seed only
+    prepare = _resizer(cfg.data.image_size, data.input_shape)
+    input_shape = data.input_shape
+    if prepare is not None:
+        input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
+    model = build_model(cfg.model, input_shape, data.num_classes).to(device)
+    spec = param_spec(model)
+    algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
+    sampled = clients_per_round(cfg.fl.participation, len(parts))
+    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled)
+    data = data.to(device)
+    return RunSetup(
+        cfg=cfg,
+        device=device,
+        data=data,
+        clients=[torch.as_tensor(p, dtype=torch.int64, device=device) for p in parts],
+        client_sizes=[len(p) for p in parts],
+        partition_arrays=parts,
+        model=model,
+        algorithm=algorithm,
+        schedule=schedule,
+        prepare=prepare,
+    )

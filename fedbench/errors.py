@@ -1,0 +1,11 @@
+"""Errors a user can cause: the CLI prints them as one line and exits with code 2."""
+
+
+class FedbenchError(Exception):
+    """A usage, config or data error: one line saying what is wrong and how to fix it."""
+
+    exit_code = 2
+
+
+class DivergedError(Exception):
+    """A run produced a non-finite loss or parameter; the engine records `status: diverged`."""

@@ -1,0 +1,71 @@
+"""ResNet-18, CIFAR variant (He et al. 2016): 3x3 stride-1 stem, no max-pool, as in the FedAdamW
+paper's Table 1. `model.norm: gn` swaps BatchNorm for GroupNorm (32 groups), which DP training
+and the vectorised engine need."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedbench.config import ModelConfig
+from fedbench.errors import FedbenchError
+from fedbench.models.base import MODELS
+
+GN_GROUPS = 32
+
+
+def _norm(kind: str, channels: int) -> nn.Module:
+    return (
+        nn.BatchNorm2d(channels)
+        if kind == "bn"
+        else nn.GroupNorm(min(GN_GROUPS, channels), channels)
+    )
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, c_in: int, c_out: int, stride: int, norm: str) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = _norm(norm, c_out)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = _norm(norm, c_out)
+        self.shortcut = nn.Sequential()
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), _norm(norm, c_out)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return torch.relu(out + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, in_channels: int, num_classes: int, norm: str) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
+        self.bn1 = _norm(norm, 64)
+        layers, c_in = [], 64
+        for c_out, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers.append(
+                nn.Sequential(
+                    BasicBlock(c_in, c_out, stride, norm), BasicBlock(c_out, c_out, 1, norm)
+                )
+            )
+            c_in = c_out
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(512, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
+        out = torch.flatten(nn.functional.adaptive_avg_pool2d(out, 1), 1)
+        return self.fc(out)
+
+
+@MODELS.register("resnet18")
+def resnet18(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    if len(input_shape) != 3:
+        raise FedbenchError(f"model resnet18 needs image inputs (C, H, W), got shape {input_shape}")
+    return ResNet18(input_shape[0], num_classes, cfg.norm)

@@ -1,0 +1,41 @@
+"""Small models for embedded data: logistic regression and a compact CNN."""
+
+from __future__ import annotations
+
+import math
+
+from torch import nn
+
+from fedbench.config import ModelConfig
+from fedbench.errors import FedbenchError
+from fedbench.models.base import MODELS
+
+
+@MODELS.register("logreg")
+def logreg(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """Flatten + Linear with bias (`model.init: zeros` zeroes both)."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
+
+
+@MODELS.register("cnn")
+def cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """conv32-pool-conv64-pool-fc128-fc: works for 8x8, 28x28 and 32x32 inputs (any H, W >= 4)."""
+    if len(input_shape) != 3:
+        raise FedbenchError(
+            f"model cnn needs image inputs (C, H, W), got shape {input_shape}; use logreg"
+        )
+    c, h, w = input_shape
+    if h < 4 or w < 4:
+        raise FedbenchError(f"model cnn needs images of at least 4x4, got {h}x{w}")
+    return nn.Sequential(
+        nn.Conv2d(c, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * (h // 4) * (w // 4), 128),
+        nn.ReLU(),
+        nn.Linear(128, num_classes),
+    )
