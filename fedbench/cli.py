@@ -63,6 +63,11 @@ def train(
         raise typer.Exit(1)
 
 
+def _first_line(doc: str | None) -> str:
+    lines = (doc or "").strip().splitlines()
+    return lines[0] if lines else ""
+
+
 def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     table = Table(title=title)
     for col in columns:
@@ -85,33 +90,22 @@ def list_(
         rows = [[name, cls.paper, cls.client_state_desc] for name, cls in ALGORITHMS.items()]
         _list_table("algorithms", ["name", "paper", "per-client state"], rows)
     elif what == "datasets":
-        rows = [[name, (fn.__doc__ or "").strip().splitlines()[0]] for name, fn in DATASETS.items()]
+        rows = [[name, _first_line(fn.__doc__)] for name, fn in DATASETS.items()]
         _list_table("datasets", ["name", "description"], rows)
     elif what == "models":
-        rows = [[name, (fn.__doc__ or "").strip().splitlines()[0]] for name, fn in MODELS.items()]
+        rows = [[name, _first_line(fn.__doc__)] for name, fn in MODELS.items()]
         _list_table("models", ["name", "description"], rows)
     else:
         raise FedbenchError(f"cannot list {what!r}; choose algorithms, datasets or models")
 
 
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and exit code 2."""
+    """Console entry point: user errors become one line on stderr and exit code 2.
+
+    Typer's own usage errors (unknown option, missing argument) also exit with code 2.
+    """
     try:
-        app(standalone_mode=False)
+        app()
     except FedbenchError as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
-        err_console.print("aborted", markup=False)
-        sys.exit(130)
-    except Exception as exc:  # click usage errors (unknown option, missing argument)
-        import click
-
-        if isinstance(exc, click.ClickException):
-            err_console.print(
-                f"error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True
-            )
-            sys.exit(2)
-        raise

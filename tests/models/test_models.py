@@ -1,0 +1,46 @@
+"""Model builders: output shapes, trainable parameter counts d, zero init, input adaptation."""
+
+import pytest
+import torch
+
+from fedbench.config import ModelConfig
+from fedbench.errors import FedbenchError
+from fedbench.models import build_model, count_trainable
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (1, 28, 28), (3, 32, 32)])
+def test_cnn_adapts_to_input_sizes(shape):
+    model = build_model(ModelConfig(name="cnn"), shape, 10)
+    assert model(torch.zeros(2, *shape)).shape == (2, 10)
+
+
+def test_logreg_zero_init_and_d():
+    model = build_model(ModelConfig(name="logreg", init="zeros"), (1, 8, 8), 10)
+    assert count_trainable(model) == 64 * 10 + 10
+    assert all(torch.all(p == 0) for p in model.parameters())
+
+
+@pytest.mark.parametrize("norm,expected_bn", [("bn", True), ("gn", False)])
+def test_resnet18_cifar_variant(norm, expected_bn):
+    model = build_model(ModelConfig(name="resnet18", norm=norm), (3, 32, 32), 100)
+    assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 100)
+    assert model.conv1.kernel_size == (3, 3) and model.conv1.stride == (1, 1)
+    has_bn = any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+    assert has_bn == expected_bn
+    # 11.2M parameters for the CIFAR ResNet-18 with a 100-class head
+    assert 11_100_000 < count_trainable(model) < 11_300_000
+
+
+def test_vit_tiny_appendix_c_shape():
+    model = build_model(ModelConfig(name="vit_tiny"), (3, 32, 32), 100)
+    assert model.patch_embed.kernel_size == (4, 4)
+    assert len(model.blocks) == 6 and model.blocks[0].attn.num_heads == 3
+    assert model.head.in_features == 192
+    assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 100)
+    small = build_model(ModelConfig(name="vit_tiny"), (1, 8, 8), 10)
+    assert small.patch_embed.kernel_size == (2, 2)
+
+
+def test_image_model_on_flat_input_is_an_error():
+    with pytest.raises(FedbenchError, match="logreg"):
+        build_model(ModelConfig(name="cnn"), (32,), 10)
