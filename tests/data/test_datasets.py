@@ -1,0 +1,106 @@
+"""Datasets: the embedded digits split, npz as given, synthetic, missing files as clean errors."""
+
+import numpy as np
+import pytest
+import torch
+
+from fedbench.config import DataConfig
+from fedbench.data import load_dataset
+from fedbench.data.augment import random_crop_flip
+from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.errors import FedbenchError
+
+
+def test_digits_split_and_normalisation():
+    ds = load_dataset(DataConfig(name="digits"))
+    assert ds.x_train.shape == (1437, 1, 8, 8) and ds.x_test.shape == (360, 1, 8, 8)
+    assert ds.num_classes == 10
+    assert abs(float(ds.x_train.mean())) < 1e-5 and abs(float(ds.x_train.std()) - 1) < 1e-3
+    # stratified: every class in the test set with 36 +- 1 samples
+    counts = torch.bincount(ds.y_test, minlength=10)
+    assert int(counts.min()) >= 35 and int(counts.max()) <= 37
+    again = load_dataset(DataConfig(name="digits"))
+    assert torch.equal(ds.x_test, again.x_test)
+
+
+def test_npz_used_exactly_as_given(tmp_path):
+    path = tmp_path / "d.npz"
+    x = np.arange(24, dtype=np.float32).reshape(6, 4) * 10
+    np.savez(path, x_train=x, y_train=np.array([0, 1, 2, 0, 1, 4]), x_test=x[:2], y_test=np.array([0, 1]),
+             client_train=np.array([0, 0, 1, 1, 2, 2]))
+    ds = load_dataset(DataConfig(name="npz", path=str(path)))
+    assert torch.equal(ds.x_train, torch.from_numpy(x))
+    assert ds.num_classes == 5 and ds.augment is None
+    assert ds.client_train.tolist() == [0, 0, 1, 1, 2, 2]
+
+
+def test_npz_errors(tmp_path):
+    with pytest.raises(FedbenchError, match="not found"):
+        load_dataset(DataConfig(name="npz", path=str(tmp_path / "missing.npz")))
+    np.savez(tmp_path / "bad.npz", x_train=np.zeros((2, 2)))
+    with pytest.raises(FedbenchError, match="lacks y_train"):
+        load_dataset(DataConfig(name="npz", path=str(tmp_path / "bad.npz")))
+    with pytest.raises(FedbenchError, match="needs data.path"):
+        load_dataset(DataConfig(name="npz"))
+
+
+def test_synthetic_is_seeded():
+    a, b = load_dataset(DataConfig(name="synthetic")), load_dataset(DataConfig(name="synthetic"))
+    assert a.x_train.shape == (2000, 32) and torch.equal(a.x_train, b.x_train)
+
+
+def test_missing_cifar_offline_names_paths(tmp_path):
+    with pytest.raises(FedbenchError) as info:
+        load_dataset(DataConfig(name="cifar100", root=str(tmp_path), download=False))
+    msg = str(info.value)
+    assert "cifar100" in msg and str(tmp_path) in msg and "\n" not in msg
+
+
+def test_fmnist_from_idx_files(tmp_path, monkeypatch):
+    """Real IDX format, written here: loads from data.root/FashionMNIST/raw."""
+    import gzip
+
+    import fedbench.data.vision as vision
+
+    monkeypatch.setattr(vision, "DEBIAN_FMNIST", tmp_path / "nowhere")
+    raw = tmp_path / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+
+    def write(name, arr):
+        header = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
+        with gzip.open(raw / f"{name}.gz", "wb") as fh:
+            fh.write(header + arr.astype(np.uint8).tobytes())
+
+    imgs = np.random.default_rng(0).integers(0, 256, size=(5, 28, 28))
+    for split, n in (("train", 5), ("t10k", 3)):
+        write(f"{split}-images-idx3-ubyte", imgs[:n])
+        write(f"{split}-labels-idx1-ubyte", np.arange(n) % 10)
+    ds = load_dataset(DataConfig(name="fmnist", root=str(tmp_path), download=False))
+    assert ds.x_train.shape == (5, 1, 28, 28) and ds.y_test.tolist() == [0, 1, 2]
+    expected = (imgs[0] / 255.0 - 0.2860) / 0.3530
+    np.testing.assert_allclose(ds.x_train[0, 0].numpy(), expected, atol=1e-5)
+    (raw / "train-images-idx3-ubyte.gz").unlink()
+    with pytest.raises(FedbenchError, match="dataset-fashion-mnist"):
+        load_dataset(DataConfig(name="fmnist", root=str(tmp_path), download=False))
+
+
+def test_batch_indices_without_replacement_within_epoch():
+    samples = torch.arange(100, 110)
+    gen = torch.Generator().manual_seed(client_seed(0, 1, 2))
+    order = batch_indices(samples, 5, 3, gen)
+    assert order.shape == (5, 3)
+    epoch1 = order[:3].flatten()  # 10 // 3 = 3 batches per epoch
+    assert len(set(epoch1.tolist())) == 9 and set(epoch1.tolist()) <= set(range(100, 110))
+    full = batch_indices(samples, 4, 0, gen)
+    assert full.shape == (4, 10)
+    assert client_seed(0, 1, 2) != client_seed(0, 2, 1)
+
+
+def test_random_crop_flip_shifts_within_padding():
+    x = torch.arange(2 * 1 * 4 * 4, dtype=torch.float32).reshape(2, 1, 4, 4)
+    aug = random_crop_flip(1, pad_value=torch.tensor([-5.0]))
+    out = aug(x, torch.Generator().manual_seed(0))
+    assert out.shape == x.shape
+    # every output value is either a pixel of the same image or the pad value
+    for i in range(2):
+        assert set(out[i].flatten().tolist()) <= set(x[i].flatten().tolist()) | {-5.0}

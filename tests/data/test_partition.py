@@ -1,0 +1,79 @@
+"""Partition properties: sizes, no sample twice, skew grows as alpha falls, reproducibility."""
+
+import numpy as np
+import pytest
+
+from fedbench.config import PartitionConfig
+from fedbench.data.partition import describe, partition
+from fedbench.errors import FedbenchError
+
+LABELS = np.repeat(np.arange(10), 100)  # 1000 samples, 10 balanced classes
+
+
+def _skew(parts, labels):
+    """Mean over clients of the largest class share."""
+    return float(np.mean([np.bincount(labels[p], minlength=10).max() / len(p) for p in parts]))
+
+
+@pytest.mark.parametrize("kind", ["dirichlet", "iid"])
+def test_equal_sizes_and_no_sample_twice(kind):
+    parts = partition(LABELS, PartitionConfig(kind=kind, alpha=0.3, clients=20), 10)
+    assert [len(p) for p in parts] == [50] * 20
+    used = np.concatenate(parts)
+    assert len(np.unique(used)) == len(used) == 1000
+
+
+def test_samples_per_client():
+    parts = partition(LABELS, PartitionConfig(alpha=0.5, clients=10, samples_per_client=30), 10)
+    assert [len(p) for p in parts] == [30] * 10
+    assert len(np.unique(np.concatenate(parts))) == 300
+
+
+def test_dirichlet_with_exhausted_classes_still_fills_clients():
+    # 7 clients x 142 samples with alpha tiny: classes run out and draws renormalise.
+    parts = partition(LABELS, PartitionConfig(alpha=0.01, clients=7), 10)
+    assert [len(p) for p in parts] == [142] * 7
+    assert len(np.unique(np.concatenate(parts))) == 994
+
+
+@pytest.mark.parametrize("kind", ["dirichlet", "dirichlet_label"])
+def test_skew_grows_as_alpha_falls(kind):
+    skews = [_skew(partition(LABELS, PartitionConfig(kind=kind, alpha=a, clients=10), 10), LABELS) for a in (100.0, 1.0, 0.1)]
+    assert skews[0] < skews[1] < skews[2]
+    assert skews[0] < 0.25 and skews[2] > 0.5
+
+
+@pytest.mark.parametrize("kind", ["dirichlet", "dirichlet_label", "iid"])
+def test_reproducible_and_seed_dependent(kind):
+    a = partition(LABELS, PartitionConfig(kind=kind, clients=10, seed=3), 10)
+    b = partition(LABELS, PartitionConfig(kind=kind, clients=10, seed=3), 10)
+    c = partition(LABELS, PartitionConfig(kind=kind, clients=10, seed=4), 10)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+
+
+def test_dirichlet_label_min_size_guard_terminates():
+    parts = partition(LABELS, PartitionConfig(kind="dirichlet_label", alpha=0.001, clients=50), 10)
+    assert min(len(p) for p in parts) >= 10
+    used = np.concatenate(parts)
+    assert len(np.unique(used)) == len(used) == 1000
+
+
+def test_natural_partition_and_mismatch_error():
+    ids = np.array([0, 0, 1, 2, 2, 2])
+    parts = partition(np.zeros(6, dtype=int), PartitionConfig(kind="natural", clients=3), 1, ids)
+    assert [p.tolist() for p in parts] == [[0, 1], [2], [3, 4, 5]]
+    with pytest.raises(FedbenchError, match=r"partition\.clients=3"):
+        partition(np.zeros(6, dtype=int), PartitionConfig(kind="natural", clients=4), 1, ids)
+
+
+def test_too_many_samples_is_an_error():
+    with pytest.raises(FedbenchError, match="exceeds"):
+        partition(LABELS, PartitionConfig(clients=10, samples_per_client=101), 10)
+
+
+def test_describe_counts():
+    parts = [np.array([0, 100, 101]), np.array([999])]
+    info = describe(parts, LABELS, 10)
+    assert info["clients"][0] == {"id": 0, "n": 3, "class_counts": [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]}
+    assert info["clients"][1]["class_counts"][9] == 1
