@@ -215,9 +215,7 @@ def list_(
         for name in list_tables(kind):
             path = find_table(name, kind)
             data = read_yaml(path)
-            presets = (
-                ", ".join(sorted(data.get("presets") or {})) if isinstance(data, dict) else ""
-            )
+            presets = ", ".join(sorted(data.get("presets") or {})) if isinstance(data, dict) else ""
             rows.append([name, str(data.get("title", "")), presets, str(path)])
         _list_table(what, ["name", "title", "presets", "file"], rows)
     elif what == "algorithms":

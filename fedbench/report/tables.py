@@ -28,7 +28,7 @@ def fmt(value: float, metric: str) -> str:
 
 def setting_label(setting: dict[str, Any]) -> str:
     """'model=resnet18, alpha=0.6' (short keys: the last part of the dotted key when unique)."""
-    shorts = [key.split(".")[-1] for key in setting]
+    shorts = [key.split(".")[0] if key.endswith(".name") else key.split(".")[-1] for key in setting]
     names = [
         short if shorts.count(short) == 1 else key
         for key, short in zip(setting, shorts, strict=True)
