@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint clean reproduce
 
 install: $(STAMP)
 
@@ -23,6 +23,16 @@ lint: install
 
 test: install lint
 	$(BIN)/python -m pytest -q
+
+# Every FedAdamW vision table at paper settings (CIFAR-100, 300 rounds, 5 seeds): GPU days, see
+# docs/tables.md. Needs CIFAR-100 on disk (data.root) and every algorithm of Table 1 registered.
+reproduce: install
+	$(BIN)/fedbench run table1 --out results
+	$(BIN)/fedbench ablate components --out results
+	$(BIN)/fedbench ablate alpha --out results
+	$(BIN)/fedbench ablate weight-decay --out results
+	$(BIN)/fedbench ablate aggregation --out results
+	$(BIN)/fedbench ablate blocks --out results
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -68,6 +68,129 @@ def _first_line(doc: str | None) -> str:
     return lines[0] if lines else ""
 
 
+PresetOption = Annotated[
+    str | None, typer.Option("--preset", help="A named preset of the table, e.g. quick.")
+]
+SeedsOption = Annotated[
+    int | None, typer.Option("--seeds", help="Run the first N seeds of the table.")
+]
+MethodsOption = Annotated[
+    str | None, typer.Option("--methods", help="Comma-separated row labels to run (default all).")
+]
+OutOption = Annotated[
+    Path, typer.Option("--out", help="Output folder (runs/ and the table folder).")
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option("--workers", help="Parallel runs (default: one per GPU, else one per CPU core)."),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
+]
+LauncherOption = Annotated[str, typer.Option("--launcher", help="local (ray: not available yet).")]
+
+
+def _sweep(
+    kind: str,
+    name: str,
+    preset: str | None,
+    seeds: int | None,
+    methods: str | None,
+    set_: list[str] | None,
+    out: Path,
+    workers: int | None,
+    dry_run: bool,
+    launcher: str,
+) -> None:
+    from fedbench.report import build_report
+    from fedbench.runner.sweep import make_plan, plan_table_view, run_sweep
+
+    if launcher != "local":
+        raise FedbenchError(f"--launcher {launcher} is not available yet; use --launcher local")
+    if workers is not None and workers < 1:
+        raise FedbenchError("--workers must be at least 1")
+    rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    plan = make_plan(
+        name,
+        "ablation" if kind == "ablate" else "table",
+        preset=preset,
+        seeds=seeds,
+        methods=rows,
+        overrides=set_ or [],
+    )
+    if dry_run:
+        console.print(plan_table_view(plan))
+        unique = len({r.run_id for r in plan.runs})
+        console.print(
+            f"{len(plan.runs)} runs ({unique} distinct), {plan.client_steps():,} client steps "
+            f"(local steps summed over clients and rounds); outputs: {out / plan.name}",
+            highlight=False,
+        )
+        return
+    result = run_sweep(plan, out, workers=workers, console=console)
+    report = build_report(result.folder, out / "runs")
+    console.print(report.rich)
+    console.print(f"report: {result.folder}", highlight=False, soft_wrap=True)
+    if result.problems:
+        console.print(f"[red]{len(result.problems)} run(s) failed or diverged:[/red]")
+        for what, outcome in result.problems:
+            console.print(
+                f"  {outcome.status}: {what}: {outcome.error}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        raise typer.Exit(1)
+
+
+@app.command()
+def run(
+    table: Annotated[str, typer.Argument(help="A table name (configs/<TABLE>.yaml) or a path.")],
+    preset: PresetOption = None,
+    seeds: SeedsOption = None,
+    methods: MethodsOption = None,
+    set_: SetOption = None,
+    out: OutOption = Path("results"),
+    workers: WorkersOption = None,
+    dry_run: DryRunOption = False,
+    launcher: LauncherOption = "local",
+) -> None:
+    """Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/."""
+    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+
+
+@app.command()
+def ablate(
+    name: Annotated[
+        str, typer.Argument(help="An ablation (configs/ablations/<NAME>.yaml) or a path.")
+    ],
+    preset: PresetOption = None,
+    seeds: SeedsOption = None,
+    methods: MethodsOption = None,
+    set_: SetOption = None,
+    out: OutOption = Path("results"),
+    workers: WorkersOption = None,
+    dry_run: DryRunOption = False,
+    launcher: LauncherOption = "local",
+) -> None:
+    """The same as `run` for an ablation table."""
+    _sweep("ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+
+
+@app.command()
+def report(
+    target: Annotated[Path, typer.Argument(help="A table folder OUT/<table>[-<preset>].")],
+) -> None:
+    """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
+    from fedbench.report import build_report
+
+    result = build_report(target)
+    console.print(result.rich)
+    console.print(
+        "wrote " + ", ".join(str(f) for f in result.files), highlight=False, soft_wrap=True
+    )
+
+
 def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     table = Table(title=title)
     for col in columns:
@@ -79,14 +202,28 @@ def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 
 @app.command("list")
 def list_(
-    what: Annotated[str, typer.Argument(help="algorithms | datasets | models")] = "algorithms",
+    what: Annotated[
+        str, typer.Argument(help="tables | ablations | algorithms | datasets | models")
+    ] = "algorithms",
 ) -> None:
     """List what fedbench knows by name."""
     from fedbench.algorithms import ALGORITHMS
     from fedbench.data import DATASETS
     from fedbench.models import MODELS
 
-    if what == "algorithms":
+    if what in ("tables", "ablations"):
+        from fedbench.config import read_yaml
+        from fedbench.runner.table_config import find_table, list_tables
+
+        kind = "table" if what == "tables" else "ablation"
+        rows = []
+        for name in list_tables(kind):
+            path = find_table(name, kind)
+            data = read_yaml(path)
+            presets = ", ".join(sorted(data.get("presets") or {})) if isinstance(data, dict) else ""
+            rows.append([name, str(data.get("title", "")), presets, str(path)])
+        _list_table(what, ["name", "title", "presets", "file"], rows)
+    elif what == "algorithms":
         rows = [[name, cls.paper, cls.client_state_desc] for name, cls in ALGORITHMS.items()]
         _list_table("algorithms", ["name", "paper", "per-client state"], rows)
     elif what == "datasets":
@@ -96,7 +233,9 @@ def list_(
         rows = [[name, _first_line(fn.__doc__)] for name, fn in MODELS.items()]
         _list_table("models", ["name", "description"], rows)
     else:
-        raise FedbenchError(f"cannot list {what!r}; choose algorithms, datasets or models")
+        raise FedbenchError(
+            f"cannot list {what!r}; choose tables, ablations, algorithms, datasets or models"
+        )
 
 
 def main() -> None:

@@ -1,1 +1,5 @@
-"""Placeholder package: filled by later issues."""
+"""Runs -> mean ± std tables (summary.csv, table.csv, table.md, table.tex) and curves.png."""
+
+from fedbench.report.build import Report, build_report
+
+__all__ = ["Report", "build_report"]

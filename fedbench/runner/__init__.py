@@ -1,1 +1,1 @@
-"""Placeholder package: filled by later issues."""
+"""Expand a table into runs (table configs, plans) and launch them."""

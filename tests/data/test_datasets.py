@@ -26,8 +26,14 @@ def test_digits_split_and_normalisation():
 def test_npz_used_exactly_as_given(tmp_path):
     path = tmp_path / "d.npz"
     x = np.arange(24, dtype=np.float32).reshape(6, 4) * 10
-    np.savez(path, x_train=x, y_train=np.array([0, 1, 2, 0, 1, 4]), x_test=x[:2], y_test=np.array([0, 1]),
-             client_train=np.array([0, 0, 1, 1, 2, 2]))
+    np.savez(
+        path,
+        x_train=x,
+        y_train=np.array([0, 1, 2, 0, 1, 4]),
+        x_test=x[:2],
+        y_test=np.array([0, 1]),
+        client_train=np.array([0, 0, 1, 1, 2, 2]),
+    )
     ds = load_dataset(DataConfig(name="npz", path=str(path)))
     assert torch.equal(ds.x_train, torch.from_numpy(x))
     assert ds.num_classes == 5 and ds.augment is None
@@ -40,7 +46,7 @@ def test_npz_errors(tmp_path):
     np.savez(tmp_path / "bad.npz", x_train=np.zeros((2, 2)))
     with pytest.raises(FedbenchError, match="lacks y_train"):
         load_dataset(DataConfig(name="npz", path=str(tmp_path / "bad.npz")))
-    with pytest.raises(FedbenchError, match="needs data.path"):
+    with pytest.raises(FedbenchError, match=r"needs data\.path"):
         load_dataset(DataConfig(name="npz"))
 
 

@@ -38,7 +38,10 @@ def test_dirichlet_with_exhausted_classes_still_fills_clients():
 
 @pytest.mark.parametrize("kind", ["dirichlet", "dirichlet_label"])
 def test_skew_grows_as_alpha_falls(kind):
-    skews = [_skew(partition(LABELS, PartitionConfig(kind=kind, alpha=a, clients=10), 10), LABELS) for a in (100.0, 1.0, 0.1)]
+    skews = [
+        _skew(partition(LABELS, PartitionConfig(kind=kind, alpha=a, clients=10), 10), LABELS)
+        for a in (100.0, 1.0, 0.1)
+    ]
     assert skews[0] < skews[1] < skews[2]
     assert skews[0] < 0.25 and skews[2] > 0.5
 

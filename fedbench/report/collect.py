@@ -1,0 +1,112 @@
+"""Read a table folder's plan and its runs' folders into pandas frames (one row per run, and
+one row per run and evaluated round)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fedbench.errors import FedbenchError
+from fedbench.runner.table_config import TableConfig, parse_table_config
+
+PLAN_FILE = "plan.json"
+#: Lower is better for these metrics (best = min, bold = min).
+LOWER_IS_BETTER = {"train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s"}
+
+
+def read_plan(folder: Path) -> dict[str, Any]:
+    path = folder / PLAN_FILE
+    if not path.is_file():
+        raise FedbenchError(
+            f"{folder} is not a table folder (no {PLAN_FILE}); give DIR/<table>[-<preset>] "
+            "written by `fedbench run` or `fedbench ablate`"
+        )
+    return json.loads(path.read_text())
+
+
+def plan_table(plan: dict[str, Any]) -> TableConfig:
+    return parse_table_config(plan["table"], "plan.json")
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def statistic(rows: list[dict[str, Any]], metric: str, how: str, last_k: int) -> float:
+    """The value a table reports for one run: final | best | last_k_mean over its evaluations."""
+    values = [r[metric] for r in rows if r.get(metric) is not None]
+    if not values:
+        return math.nan
+    if how == "best":
+        return min(values) if metric in LOWER_IS_BETTER else max(values)
+    if how == "last_k_mean":
+        tail = values[-last_k:]
+        return sum(tail) / len(tail)
+    return values[-1]
+
+
+def _summary_metric(summary: dict[str, Any], metric: str) -> float:
+    if metric == "comm":
+        d, up = summary.get("d"), summary.get("comm_up")
+        return up / d if d and up is not None else math.nan
+    value = summary.get(metric)
+    return float(value) if value is not None else math.nan
+
+
+def collect(folder: Path, runs_root: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(runs, curves). runs: method, setting (JSON), seed, run_id, status, reason, one column per
+    metric. curves: method, setting, seed, round, train_loss, test_acc."""
+    plan = read_plan(folder)
+    table = plan_table(plan)
+    runs_root = runs_root or folder.parent / "runs"
+    records, curve_rows = [], []
+    for run in plan["runs"]:
+        run_dir = runs_root / run["run_id"]
+        summary = None
+        if (run_dir / "summary.json").is_file():
+            try:
+                summary = json.loads((run_dir / "summary.json").read_text())
+            except json.JSONDecodeError:
+                summary = None
+        status = (summary or {}).get("status") or run.get("status") or "missing"
+        if status == "planned":
+            status = "missing"
+        reason = (summary or {}).get("error") or run.get("reason")
+        setting = json.dumps(run["setting"], sort_keys=False)
+        record: dict[str, Any] = {
+            "method": run["method"],
+            "setting": setting,
+            "seed": run["seed"],
+            "run_id": run["run_id"],
+            "status": status,
+            "reason": reason,
+        }
+        rows = _read_jsonl(run_dir / "metrics.jsonl") if summary else []
+        for metric in table.metrics:
+            if metric in ("test_acc", "train_loss", "test_loss"):
+                record[metric] = statistic(rows, metric, table.report, table.last_k)
+            else:
+                record[metric] = _summary_metric(summary or {}, metric)
+        records.append(record)
+        for row in rows:
+            curve_rows.append(
+                {
+                    "method": run["method"],
+                    "setting": setting,
+                    "seed": run["seed"],
+                    "round": row["round"],
+                    "train_loss": row.get("train_loss"),
+                    "test_acc": row.get("test_acc"),
+                }
+            )
+    runs = pd.DataFrame.from_records(records)
+    curves = pd.DataFrame.from_records(
+        curve_rows, columns=["method", "setting", "seed", "round", "train_loss", "test_acc"]
+    )
+    return runs, curves

@@ -1,0 +1,119 @@
+"""A sweep: table config -> plan -> launcher -> report (DESIGN.md, data flow)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rich.console import Console
+from rich.table import Table
+
+from fedbench.engine.run_folder import write_json_atomic
+from fedbench.runner.launcher import Outcome, launch
+from fedbench.runner.table_config import Plan, expand, load_table
+
+PLAN_FILE = "plan.json"
+
+
+@dataclass
+class SweepResult:
+    plan: Plan
+    folder: Path
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+    @property
+    def problems(self) -> list[tuple[str, Outcome]]:
+        """(description, outcome) of every run that failed or diverged."""
+        described = {r.run_id: r for r in self.plan.runs}
+        out = []
+        for run_id, outcome in self.outcomes.items():
+            if outcome.status in ("failed", "diverged"):
+                run = described[run_id]
+                where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+                out.append((f"{run.method} {where} seed {run.seed} ({run_id})", outcome))
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.problems else 0
+
+
+def make_plan(
+    name: str,
+    kind: Literal["table", "ablation"] = "table",
+    *,
+    preset: str | None = None,
+    seeds: int | None = None,
+    methods: list[str] | None = None,
+    overrides: list[str] | None = None,
+) -> Plan:
+    table = load_table(name, kind)
+    return expand(table, preset=preset, seeds=seeds, methods=methods, overrides=overrides)
+
+
+def plan_table_view(plan: Plan) -> Table:
+    """One line per (row, column): its seeds, client steps and the first run id."""
+    view = Table(title=f"{plan.name}: {len(plan.runs)} runs")
+    for col in ("method", "column", "seeds", "client steps", "algorithm", "first run id"):
+        view.add_column(col, overflow="fold")
+    cells: dict[tuple[str, str], list] = {}
+    for run in plan.runs:
+        where = ", ".join(f"{k}={v}" for k, v in run.setting.items()) or "-"
+        cells.setdefault((run.method, where), []).append(run)
+    for (method, where), runs in cells.items():
+        view.add_row(
+            method,
+            where,
+            ",".join(str(r.seed) for r in runs),
+            f"{sum(r.client_steps() for r in runs):,}",
+            runs[0].cfg.algorithm.name,
+            runs[0].run_id,
+        )
+    return view
+
+
+def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    previous = {}
+    if (folder / PLAN_FILE).is_file():
+        previous = {r["run_id"]: r for r in json.loads((folder / PLAN_FILE).read_text())["runs"]}
+    runs = []
+    for run in plan.runs:
+        record = {
+            "method": run.method,
+            "setting": run.setting,
+            "seed": run.seed,
+            "run_id": run.run_id,
+        }
+        outcome = (outcomes or {}).get(run.run_id)
+        if outcome is not None:
+            record.update(status=outcome.status, reason=outcome.error)
+        elif run.run_id in previous:
+            record.update(
+                status=previous[run.run_id].get("status"), reason=previous[run.run_id].get("reason")
+            )
+        else:
+            record.update(status="planned", reason=None)
+        runs.append(record)
+    write_json_atomic(
+        folder / PLAN_FILE,
+        {
+            "table": plan.table.model_dump(mode="json"),
+            "preset": plan.preset,
+            "overrides": plan.overrides,
+            "runs": runs,
+        },
+    )
+
+
+def run_sweep(
+    plan: Plan, out: Path, *, workers: int | None = None, console: Console | None = None
+) -> SweepResult:
+    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/."""
+    folder = out / plan.name
+    write_plan(plan, folder)
+    outcomes = launch(plan, out, workers=workers, console=console)
+    write_plan(plan, folder, outcomes)
+    return SweepResult(plan, folder, outcomes)

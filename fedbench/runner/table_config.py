@@ -1,0 +1,301 @@
+"""Table configs (DESIGN.md, "Table config") and their expansion into a plan of run configs.
+
+A table is rows (`methods`: label -> nested overrides) x columns (the cartesian product of `grid`:
+dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
+overriding the previous ones (the precedence is public and tested):
+
+    base  <  method overrides  <  grid value (and the seed)  <  preset  <  --set
+
+A preset value for a key that is also a grid key may be a mapping {grid value: replacement}: the
+column keeps its identity (and its paper numbers) while the run uses the replacement, e.g. the
+`quick` preset of Table 1 trains `cnn` in the resnet18 column and `logreg` in the vit_tiny column.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from fedbench.config import (
+    AlgorithmConfig,
+    RunConfig,
+    Strict,
+    apply_overrides,
+    format_validation_error,
+    parse_override,
+    parse_run_config,
+    read_yaml,
+    set_path,
+)
+from fedbench.errors import FedbenchError
+
+#: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
+METRICS = ("test_acc", "train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s")
+#: Metrics that do not depend on the column: reported once per row.
+ROW_METRICS = ("comm",)
+
+
+class PaperRef(Strict):
+    """Where a table's reference numbers live (fedbench/paper_tables/<table>.csv) and how our
+    rows, columns and metrics map onto the paper's labels. Unmapped names are used as they are;
+    common grid keys have default mappings (fedbench.report.paper.DEFAULT_COLUMNS)."""
+
+    table: str
+    rows: dict[str, str] = Field(default_factory=dict, description="our row label -> paper's")
+    columns: dict[str, str] = Field(default_factory=dict, description="dotted key -> setting key")
+    values: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="dotted key -> {our value: paper's label}"
+    )
+    metrics: dict[str, str] = Field(default_factory=dict, description="our metric -> paper's")
+
+
+class TableConfig(Strict):
+    table: str
+    title: str = ""
+    paper: PaperRef | None = None
+    base: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    methods: dict[str, dict[str, Any]]
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
+    metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
+    presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    report: Literal["final", "best", "last_k_mean"] = "final"
+    last_k: int = Field(default=3, ge=1)
+
+    @field_validator("paper", mode="before")
+    @classmethod
+    def _paper_key(cls, value: Any) -> Any:
+        return {"table": value} if isinstance(value, str) else value
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: list[str]) -> list[str]:
+        unknown = [m for m in value if m not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric {unknown[0]!r}; known: {', '.join(METRICS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> TableConfig:
+        if not self.methods:
+            raise ValueError("methods must name at least one row")
+        for key, values in self.grid.items():
+            if not values:
+                raise ValueError(f"grid key {key!r} has no values")
+        return self
+
+    def settings(self) -> list[dict[str, Any]]:
+        """The columns: every combination of grid values, in the order written."""
+        keys = list(self.grid)
+        return [
+            dict(zip(keys, combo, strict=True)) for combo in itertools.product(*self.grid.values())
+        ]
+
+
+@dataclass
+class PlannedRun:
+    method: str
+    setting: dict[str, Any]
+    seed: int
+    cfg: RunConfig
+    run_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.run_id = self.cfg.run_id()
+
+    def client_steps(self) -> int:
+        from fedbench.engine.schedule import clients_per_round
+
+        fl = self.cfg.fl
+        # Clients known before the partition is built: the config's count (natural splits differ).
+        return (
+            fl.rounds
+            * clients_per_round(fl.participation, self.cfg.partition.clients)
+            * (fl.local_steps)
+        )
+
+
+@dataclass
+class Plan:
+    table: TableConfig
+    preset: str | None
+    runs: list[PlannedRun]
+    overrides: list[str]
+
+    @property
+    def name(self) -> str:
+        """The table folder's name: <table>[-<preset>]."""
+        return f"{self.table.table}-{self.preset}" if self.preset else self.table.table
+
+    def client_steps(self) -> int:
+        return sum(run.client_steps() for run in self.runs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and loading table configs
+
+
+def config_roots() -> list[Path]:
+    """Where table names are looked up: ./configs, the source checkout's configs/, the package."""
+    package = Path(__file__).resolve().parent.parent
+    roots = [Path.cwd() / "configs", package.parent / "configs", package / "configs"]
+    unique: list[Path] = []
+    for root in roots:
+        if root not in unique:
+            unique.append(root)
+    return unique
+
+
+def find_table(name: str, kind: Literal["table", "ablation"] = "table") -> Path:
+    """TABLE as a path, else configs/<name>.yaml (ablations: configs/ablations/<name>.yaml) in the
+    current folder, the source checkout, then the installed package's data."""
+    as_path = Path(name)
+    if as_path.suffix in (".yaml", ".yml") or as_path.is_file():
+        if as_path.is_file():
+            return as_path
+        raise FedbenchError(f"table config {name} not found")
+    sub = "ablations/" if kind == "ablation" else ""
+    tried = []
+    for root in config_roots():
+        candidate = root / f"{sub}{name}.yaml"
+        tried.append(str(candidate.parent))
+        if candidate.is_file():
+            return candidate
+    known = ", ".join(list_tables(kind)) or "none"
+    raise FedbenchError(f"no {kind} named {name!r} (looked in {', '.join(tried)}); known: {known}")
+
+
+def list_tables(kind: Literal["table", "ablation"] = "table") -> list[str]:
+    names: set[str] = set()
+    for root in config_roots():
+        folder = root / "ablations" if kind == "ablation" else root
+        if folder.is_dir():
+            for path in folder.glob("*.yaml"):
+                if path.stem != "demo":
+                    names.add(path.stem)
+    return sorted(names)
+
+
+def parse_table_config(data: dict[str, Any], source: str = "table config") -> TableConfig:
+    if "table" not in data or "methods" not in data:
+        raise FedbenchError(
+            f"{source} is not a table config (it needs `table:` and `methods:`); "
+            "train a single run config with `fedbench train`"
+        )
+    try:
+        return TableConfig.model_validate(data)
+    except ValidationError as exc:
+        raise FedbenchError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def load_table(name: str, kind: Literal["table", "ablation"] = "table") -> TableConfig:
+    path = find_table(name, kind)
+    return parse_table_config(read_yaml(path), str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan expansion
+
+
+def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = _deep_merge(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def _merge_method(base: dict[str, Any], method: dict[str, Any]) -> dict[str, Any]:
+    """Method overrides on the base. A row that switches algorithm keeps only the base's common
+    algorithm fields (lr_schedule, grad_clip, ...): another algorithm's own fields would be errors."""
+    base = copy.deepcopy(base)
+    base_alg = base.get("algorithm") or {}
+    method_alg = method.get("algorithm") or {}
+    if "name" in method_alg and method_alg["name"] != base_alg.get("name"):
+        common = set(AlgorithmConfig.model_fields)
+        base["algorithm"] = {k: v for k, v in base_alg.items() if k in common and k != "name"}
+    return _deep_merge(base, method)
+
+
+def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any]]:
+    if preset is None:
+        return []
+    if preset not in table.presets:
+        known = ", ".join(sorted(table.presets)) or "none"
+        raise FedbenchError(f"{table.table} has no preset {preset!r}; known: {known}")
+    return list(table.presets[preset].items())
+
+
+def _apply_preset(
+    data: dict[str, Any], items: list[tuple[str, Any]], setting: dict[str, Any]
+) -> None:
+    for key, value in items:
+        if key in setting and isinstance(value, dict):
+            # {grid value: replacement}: values not listed keep the grid value.
+            value = value.get(setting[key], setting[key])
+        set_path(data, key.split("."), copy.deepcopy(value))
+
+
+def select_seeds(table: TableConfig, count: int | None) -> list[int]:
+    """The first `count` seeds of the table (continued with the next integers when it asks for
+    more than the table lists)."""
+    seeds = list(table.seeds)
+    if count is None:
+        return seeds
+    if count < 1:
+        raise FedbenchError("--seeds must be at least 1")
+    while len(seeds) < count:
+        seeds.append(max(seeds) + 1)
+    return seeds[:count]
+
+
+def select_methods(table: TableConfig, methods: list[str] | None) -> list[str]:
+    if not methods:
+        return list(table.methods)
+    unknown = [m for m in methods if m not in table.methods]
+    if unknown:
+        raise FedbenchError(
+            f"{table.table} has no row {unknown[0]!r}; rows: {', '.join(table.methods)}"
+        )
+    return [m for m in table.methods if m in methods]
+
+
+def expand(
+    table: TableConfig,
+    *,
+    preset: str | None = None,
+    seeds: int | None = None,
+    methods: list[str] | None = None,
+    overrides: list[str] | None = None,
+) -> Plan:
+    """rows x columns x seeds -> validated run configs (an invalid cell is a one-line error)."""
+    preset_items = _preset_items(table, preset)
+    overrides = list(overrides or [])
+    for item in overrides:
+        parse_override(item)  # a malformed --set fails before any cell is built
+    runs: list[PlannedRun] = []
+    for method in select_methods(table, methods):
+        merged = _merge_method(table.base, table.methods[method])
+        for setting in table.settings():
+            for seed in select_seeds(table, seeds):
+                data = copy.deepcopy(merged)
+                for key, value in setting.items():
+                    set_path(data, key.split("."), copy.deepcopy(value))
+                data["seed"] = seed
+                _apply_preset(data, preset_items, setting)
+                data = apply_overrides(data, overrides)
+                try:
+                    cfg = parse_run_config(data)
+                except FedbenchError as exc:
+                    where = ", ".join(f"{k}={v}" for k, v in setting.items())
+                    cell = f"row {method!r}" + (f" column {where}" if where else "")
+                    raise FedbenchError(f"{table.table} {cell}: {exc}") from None
+                runs.append(PlannedRun(method, dict(setting), seed, cfg))
+    return Plan(table, preset, runs, overrides)

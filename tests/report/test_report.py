@@ -1,0 +1,153 @@
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import tiny_table_data
+
+from fedbench.errors import FedbenchError
+from fedbench.report import build_report
+from fedbench.report.collect import statistic
+from fedbench.report.paper import load_paper_table, paper_value
+from fedbench.runner.sweep import write_plan
+from fedbench.runner.table_config import PaperRef, expand, parse_table_config
+
+ACC = {("Local SGD", 0): 50.0, ("Local SGD", 1): 54.0, ("Local SGD", 2): 61.0}
+ACC.update({("FedAdamW", 0): 70.0, ("FedAdamW", 1): 71.5, ("FedAdamW", 2): 80.0})
+
+
+def fake_run(folder: Path, cfg, final_acc: float, status: str = "completed") -> None:
+    folder.mkdir(parents=True)
+    folder.joinpath("config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    rows = [
+        {
+            "round": r,
+            "test_acc": final_acc - 10 * (2 - r),
+            "train_loss": 1.0 / (r + 1),
+            "test_loss": 1.0,
+            "comm_up": 0,
+            "comm_down": 0,
+            "elapsed_s": r,
+        }
+        for r in range(3)
+    ]
+    folder.joinpath("metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = {
+        "status": status,
+        "error": None if status == "completed" else "RuntimeError: x",
+        "d": 650,
+        "comm_up": 650,
+        "final": rows[-1],
+        "wall_s": 1.0,
+    }
+    folder.joinpath("summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def table_folder(tmp_path: Path) -> Path:
+    data = tiny_table_data()
+    data["seeds"] = [0, 1, 2, 3]
+    data["grid"] = {"model.name": ["resnet18"], "partition.alpha": [0.6, 0.1]}
+    data["presets"] = {"quick": {"model.name": {"resnet18": "logreg"}}}
+    plan = expand(parse_table_config(data), preset="quick")
+    for run in plan.runs:
+        bump = 0.0 if run.setting["partition.alpha"] == 0.6 else -5.0
+        if run.seed == 3:  # seed 3 failed (Local SGD) or diverged (FedAdamW): not in the mean
+            status = "failed" if run.method == "Local SGD" else "diverged"
+            fake_run(tmp_path / "runs" / run.run_id, run.cfg, 99.0, status)
+        else:
+            fake_run(tmp_path / "runs" / run.run_id, run.cfg, ACC[run.method, run.seed] + bump)
+    folder = tmp_path / plan.name
+    write_plan(plan, folder)
+    return folder
+
+
+def test_report_recomputes_mean_and_sample_std(table_folder: Path):
+    report = build_report(table_folder)
+    s = report.summary
+    row = s[
+        (s["method"] == "FedAdamW") & (s["metric"] == "test_acc") & (s["partition.alpha"] == 0.6)
+    ]
+    row = row.iloc[0]
+    values = [70.0, 71.5, 80.0]
+    assert row["n"] == 3
+    assert row["mean"] == pytest.approx(statistics.mean(values))
+    assert row["std"] == pytest.approx(statistics.stdev(values))  # ddof 1
+    assert row["diverged"] == 1
+    # the paper's FedAdamW, ResNet-18, Dir-0.6 test accuracy sits beside ours
+    assert (row["paper_mean"], row["paper_std"]) == (66.12, 0.10)
+    low = s[
+        (s["method"] == "Local SGD") & (s["metric"] == "test_acc") & (s["partition.alpha"] == 0.1)
+    ]
+    assert low.iloc[0]["mean"] == pytest.approx(statistics.mean([45.0, 49.0, 56.0]))
+    assert low.iloc[0]["failed"] == 1
+    assert low.iloc[0]["paper_mean"] == 60.25  # "Local SGD" maps to FedAvg
+
+    csv = pd.read_csv(table_folder / "summary.csv")
+    for col in (
+        "method",
+        "model.name",
+        "partition.alpha",
+        "metric",
+        "mean",
+        "std",
+        "n",
+        "paper_mean",
+        "paper_std",
+    ):
+        assert col in csv.columns
+    md = (table_folder / "table.md").read_text()
+    assert "73.83 ± 5.39 (1 diverged)" in md  # mean/std of 70, 71.5, 80
+    assert "**73.83 ± 5.39 (1 diverged)**" in md  # best in the column
+    assert "66.12 ± 0.10" in md
+    assert "1 failed" in md
+    tex = (table_folder / "table.tex").read_text()
+    assert r"\toprule" in tex and r"\textbf{73.83 $\pm$ 5.39" in tex
+    wide = pd.read_csv(table_folder / "table.csv")
+    assert list(wide["method"]) == ["Local SGD", "FedAdamW"]
+    assert (table_folder / "curves.png").stat().st_size > 10_000
+
+
+def test_all_failed_cell_says_so(table_folder: Path):
+    for run_dir in (table_folder.parent / "runs").iterdir():
+        summary = json.loads((run_dir / "summary.json").read_text())
+        summary["status"] = "diverged"
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+    report = build_report(table_folder)
+    assert set(report.summary[report.summary["metric"] == "test_acc"]["cell"]) == {"diverged"}
+
+
+def test_statistic_final_best_last_k():
+    rows = [{"test_acc": a, "train_loss": b} for a, b in [(10, 3.0), (30, 1.0), (20, 2.0)]]
+    assert statistic(rows, "test_acc", "final", 2) == 20
+    assert statistic(rows, "test_acc", "best", 2) == 30
+    assert statistic(rows, "train_loss", "best", 2) == 1.0
+    assert statistic(rows, "test_acc", "last_k_mean", 2) == 25
+    assert math.isnan(statistic([], "test_acc", "final", 2))
+
+
+def test_paper_tables_ship_with_the_package():
+    df = load_paper_table("fedadamw_table1")
+    assert len(df) == 72
+    ref = PaperRef(table="fedadamw_table1")
+    setting = {"model.name": "vit_tiny", "partition.alpha": 0.1}
+    assert paper_value(ref, "FedAdamW", setting, "test_acc") == (39.86, 0.16)
+    assert paper_value(ref, "FedAdamW", setting, "comm")[0] == 1
+    alpha = PaperRef(table="fedadamw_table5")
+    assert paper_value(alpha, "FedAdamW", {"algorithm.alpha": 0.25}, "test_acc")[0] == 37.93
+    rows = PaperRef(
+        table="fedadamw_table11", rows={"FedAdamW (blocks: tensor)": "FedAdamW (Algorithm 2)"}
+    )
+    assert paper_value(rows, "FedAdamW (blocks: tensor)", setting, "train_loss")[0] == 1.251
+    with pytest.raises(FedbenchError, match="no paper table"):
+        load_paper_table("nope")
+
+
+def test_report_of_a_non_table_folder_is_a_one_line_error(tmp_path: Path):
+    with pytest.raises(FedbenchError, match="not a table folder"):
+        build_report(tmp_path)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import tiny_table_data
+
+from fedbench.report import build_report
+from fedbench.runner import launcher
+from fedbench.runner.launcher import Outcome
+from fedbench.runner.sweep import run_sweep
+from fedbench.runner.table_config import expand, parse_table_config
+
+
+def tiny_plan(**changes):
+    data = tiny_table_data()
+    data.update(changes)
+    return expand(parse_table_config(data))
+
+
+@pytest.mark.slow
+def test_end_to_end_tiny_sweep_skip_and_report(tmp_path: Path):
+    data = tiny_table_data()
+    data["methods"]["Hessian"] = {"algorithm": {"name": "fedadamw", "blocks": "hessian"}}
+    data["methods"]["Exploding"] = {
+        "algorithm": {"name": "fedavg", "lr": 1.0e38, "weight_decay": 0}
+    }
+    plan = expand(parse_table_config(data))
+    result = run_sweep(plan, tmp_path, workers=1)
+    statuses = {run.method: result.outcomes[run.run_id].status for run in plan.runs}
+    assert statuses == {
+        "Local SGD": "completed",
+        "FedAdamW": "completed",
+        "Hessian": "unsupported",
+        "Exploding": "diverged",
+    }
+    assert result.exit_code == 1 and len(result.problems) == 2
+    assert all("Exploding" in what for what, _ in result.problems)
+    for run in plan.runs:
+        if run.method in ("Local SGD", "FedAdamW"):
+            assert (tmp_path / "runs" / run.run_id / "summary.json").is_file()
+
+    report = build_report(result.folder)
+    names = {f.name for f in report.files}
+    assert names == {"summary.csv", "table.csv", "table.md", "table.tex", "curves.png"}
+    table_md = (result.folder / "table.md").read_text()
+    assert "needs blocks: hessian" in table_md
+    assert "diverged" in table_md
+    summary = report.summary
+    acc = summary[(summary["method"] == "FedAdamW") & (summary["metric"] == "test_acc")].iloc[0]
+    assert acc["n"] == 2
+    # The paper number beside ours: the tiny table maps "Local SGD" to Table 1's FedAvg at Dir-0.6;
+    # its column has no model, so only the Comm cell matches uniquely.
+    comm = summary[(summary["method"] == "Local SGD") & (summary["metric"] == "comm")].iloc[0]
+    assert comm["mean"] == pytest.approx(1.0) and comm["paper_mean"] == 1.0
+
+    # A second sweep skips every finished run; the unsupported one is tried again (it is cheap).
+    again = run_sweep(plan, tmp_path, workers=1)
+    for run in plan.runs:
+        outcome = again.outcomes[run.run_id]
+        assert outcome.cached == (run.method != "Hessian")
+    plan_json = json.loads((result.folder / "plan.json").read_text())
+    assert {r["status"] for r in plan_json["runs"]} == {"completed", "unsupported", "diverged"}
+
+
+def test_a_failed_run_does_not_stop_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    plan = tiny_plan()
+    calls = []
+
+    def fake_run_one(cfg_data, out):
+        calls.append(cfg_data["seed"])
+        run_id = expand.__globals__["parse_run_config"](cfg_data).run_id()
+        if cfg_data["seed"] == 0:
+            return Outcome(run_id, "failed", "RuntimeError: boom")
+        return Outcome(run_id, "completed")
+
+    monkeypatch.setattr(launcher, "run_one", fake_run_one)
+    result = run_sweep(plan, tmp_path, workers=1)
+    assert len(calls) == len(plan.runs) == 4
+    assert result.exit_code == 1
+    assert [o.error for _, o in result.problems] == ["RuntimeError: boom"] * 2
+    statuses = [r["status"] for r in json.loads((result.folder / "plan.json").read_text())["runs"]]
+    assert statuses.count("failed") == 2

@@ -1,0 +1,129 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import tiny_table_data
+
+from fedbench.errors import FedbenchError
+from fedbench.runner.table_config import (
+    expand,
+    find_table,
+    list_tables,
+    load_table,
+    parse_table_config,
+)
+
+
+def table(**changes):
+    data = tiny_table_data()
+    data.update(changes)
+    return parse_table_config(data)
+
+
+def test_rows_x_columns_x_seeds():
+    t = table(grid={"partition.alpha": [0.6, 0.1], "fl.local_steps": [1, 2, 3]}, seeds=[0, 1])
+    plan = expand(t)
+    assert len(plan.runs) == 2 * 6 * 2
+    assert len({r.run_id for r in plan.runs}) == len(plan.runs)
+    first = plan.runs[0]
+    assert (first.method, first.seed) == ("Local SGD", 0)
+    assert first.setting == {"partition.alpha": 0.6, "fl.local_steps": 1}
+    assert first.cfg.algorithm.name == "fedavg"
+    assert {r.cfg.seed for r in plan.runs} == {0, 1}
+    assert plan.name == "tiny"
+
+
+def test_method_switching_algorithm_keeps_only_common_base_fields():
+    t = table()
+    t.base["algorithm"]["alpha"] = 0.3  # a fedadamw field: must not leak into the fedavg row
+    plan = expand(t)
+    fedavg = next(r for r in plan.runs if r.method == "Local SGD")
+    fedadamw = next(r for r in plan.runs if r.method == "FedAdamW")
+    assert fedavg.cfg.algorithm.grad_clip == 10.0
+    assert fedadamw.cfg.algorithm.alpha == 0.5  # method beats base
+
+
+def test_precedence_base_method_grid_preset_set():
+    t = table(
+        grid={"fl.local_steps": [4]},
+        methods={"M": {"fl": {"local_steps": 3, "batch_size": 8}, "algorithm": {"lr": 0.5}}},
+        presets={"p": {"fl.batch_size": 4, "algorithm.lr": 0.25}},
+    )
+    cfg = expand(t).runs[0].cfg
+    assert cfg.fl.local_steps == 4  # grid beats method
+    assert cfg.fl.batch_size == 8 and cfg.algorithm.lr == 0.5  # method beats base
+    cfg = expand(t, preset="p").runs[0].cfg
+    assert cfg.fl.batch_size == 4 and cfg.algorithm.lr == 0.25  # preset beats method
+    t.presets["p"]["fl.local_steps"] = 7
+    assert expand(t, preset="p").runs[0].cfg.fl.local_steps == 7  # preset beats grid
+    cfg = expand(t, preset="p", overrides=["fl.local_steps=9", "algorithm.lr=0.125"]).runs[0].cfg
+    assert cfg.fl.local_steps == 9 and cfg.algorithm.lr == 0.125  # --set beats everything
+    assert expand(t, preset="p").name == "tiny-p"
+
+
+def test_preset_mapping_replaces_grid_values_but_keeps_the_column():
+    t = table(
+        grid={"model.name": ["resnet18", "vit_tiny"]},
+        presets={"quick": {"model.name": {"resnet18": "cnn", "vit_tiny": "logreg"}}},
+    )
+    runs = expand(t, preset="quick", seeds=1, methods=["FedAdamW"]).runs
+    assert [r.setting["model.name"] for r in runs] == ["resnet18", "vit_tiny"]
+    assert [r.cfg.model.name for r in runs] == ["cnn", "logreg"]
+
+
+def test_seeds_and_methods_selection():
+    t = table(seeds=[3, 4, 5])
+    plan = expand(t, seeds=2, methods=["FedAdamW"])
+    assert [(r.method, r.seed) for r in plan.runs] == [("FedAdamW", 3), ("FedAdamW", 4)]
+    assert [r.seed for r in expand(t, seeds=4, methods=["FedAdamW"]).runs] == [3, 4, 5, 6]
+    with pytest.raises(FedbenchError, match="no row 'Nope'"):
+        expand(t, methods=["Nope"])
+
+
+def test_unknown_algorithm_and_bad_values_are_one_line_errors():
+    t = table(methods={"X": {"algorithm": {"name": "scaffold_nope"}}})
+    with pytest.raises(FedbenchError, match=r"row .X..*unknown algorithm 'scaffold_nope'") as exc:
+        expand(t)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(FedbenchError, match="no preset 'slow'"):
+        expand(table(), preset="slow")
+    with pytest.raises(FedbenchError, match=r"fl\.rounds"):
+        expand(table(), overrides=["fl.rounds=0"])
+    with pytest.raises(FedbenchError, match="unknown metric"):
+        table(metrics=["accuracy"])
+    with pytest.raises(FedbenchError, match="not a table config"):
+        parse_table_config({"seed": 0})
+
+
+def test_client_steps_estimate():
+    plan = expand(table())
+    # rounds 3 x clients 2 (0.4 of 5) x local steps 2, for 2 rows x 2 seeds
+    assert plan.client_steps() == 4 * 3 * 2 * 2
+
+
+def test_shipped_configs_are_found_and_validate():
+    assert "table1" in list_tables("table")
+    assert {"components", "alpha", "weight-decay", "aggregation", "blocks"} <= set(
+        list_tables("ablation")
+    )
+    available = {"fedavg", "local_adamw", "fedadamw"}
+    for kind, names in (("table", ["table1"]), ("ablation", list_tables("ablation"))):
+        for name in names:
+            t = load_table(name, kind)
+            assert "quick" in t.presets and t.paper is not None
+            rows = [
+                label
+                for label, over in t.methods.items()
+                if (over.get("algorithm") or {}).get("name", t.base["algorithm"]["name"])
+                in available
+            ]
+            if rows:
+                plan = expand(t, preset="quick", methods=rows)
+                assert all(r.cfg.data.name == "digits" for r in plan.runs)
+
+
+def test_find_table_by_path(tiny_table_path: Path):
+    assert find_table(str(tiny_table_path)) == tiny_table_path
+    with pytest.raises(FedbenchError, match="no table named 'nope'"):
+        find_table("nope")
