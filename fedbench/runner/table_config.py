@@ -4,7 +4,11 @@ A table is rows (`methods`: label -> nested overrides) x columns (the cartesian 
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
 overriding the previous ones (the precedence is public and tested):
 
-    base  <  method overrides  <  grid value (and the seed)  <  preset  <  --set
+    base  <  method overrides  <  grid value (and the seed)  <  preset  <  preset's row
+    overrides  <  --set
+
+A preset may hold `methods: {row label: {dotted key: value}}`: overrides for one row only, e.g.
+a learning rate suited to the quick preset's small data for the Adam-family rows.
 
 A preset value for a key that is also a grid key may be a mapping {grid value: replacement}: the
 column keeps its identity (and its paper numbers) while the run uses the replacement, e.g. the
@@ -224,13 +228,33 @@ def _merge_method(base: dict[str, Any], method: dict[str, Any]) -> dict[str, Any
     return _deep_merge(base, method)
 
 
+#: The key of a preset that holds per-row overrides.
+PRESET_METHODS = "methods"
+
+
 def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any]]:
     if preset is None:
         return []
     if preset not in table.presets:
         known = ", ".join(sorted(table.presets)) or "none"
         raise FedbenchError(f"{table.table} has no preset {preset!r}; known: {known}")
-    return list(table.presets[preset].items())
+    return [(k, v) for k, v in table.presets[preset].items() if k != PRESET_METHODS]
+
+
+def _preset_row_items(table: TableConfig, preset: str | None, method: str) -> list[tuple[str, Any]]:
+    """The preset's overrides for one row (`methods: {row: {dotted key: value}}`)."""
+    if preset is None:
+        return []
+    rows = table.presets[preset].get(PRESET_METHODS) or {}
+    if not isinstance(rows, dict) or any(row not in table.methods for row in rows):
+        unknown = (
+            [row for row in rows if row not in table.methods] if isinstance(rows, dict) else rows
+        )
+        raise FedbenchError(
+            f"{table.table} preset {preset!r}: `methods` must map row labels to overrides; "
+            f"unknown rows {unknown}"
+        )
+    return list((rows.get(method) or {}).items())
 
 
 def _apply_preset(
@@ -282,6 +306,7 @@ def expand(
         parse_override(item)  # a malformed --set fails before any cell is built
     runs: list[PlannedRun] = []
     for method in select_methods(table, methods):
+        row_items = _preset_row_items(table, preset, method)
         merged = _merge_method(table.base, table.methods[method])
         for setting in table.settings():
             for seed in select_seeds(table, seeds):
@@ -290,6 +315,7 @@ def expand(
                     set_path(data, key.split("."), copy.deepcopy(value))
                 data["seed"] = seed
                 _apply_preset(data, preset_items, setting)
+                _apply_preset(data, row_items, setting)
                 data = apply_overrides(data, overrides)
                 try:
                     cfg = parse_run_config(data)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import tiny_table_data
 
 from fedbench.errors import FedbenchError
 from fedbench.report import build_report
@@ -16,6 +15,7 @@ from fedbench.report.collect import statistic
 from fedbench.report.paper import load_paper_table, paper_value
 from fedbench.runner.sweep import write_plan
 from fedbench.runner.table_config import PaperRef, expand, parse_table_config
+from tests.conftest import tiny_table_data
 
 ACC = {("Local SGD", 0): 50.0, ("Local SGD", 1): 54.0, ("Local SGD", 2): 61.0}
 ACC.update({("FedAdamW", 0): 70.0, ("FedAdamW", 1): 71.5, ("FedAdamW", 2): 80.0})

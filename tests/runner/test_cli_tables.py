@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import tiny_table_data
 
 from fedbench.cli import main
+from tests.conftest import tiny_table_data
 
 
 def run_cli(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:

@@ -4,13 +4,13 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import tiny_table_data
 
 from fedbench.report import build_report
 from fedbench.runner import launcher
 from fedbench.runner.launcher import Outcome
 from fedbench.runner.sweep import run_sweep
 from fedbench.runner.table_config import expand, parse_table_config
+from tests.conftest import tiny_table_data
 
 
 def tiny_plan(**changes):

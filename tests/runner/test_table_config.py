@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import tiny_table_data
 
 from fedbench.errors import FedbenchError
 from fedbench.runner.table_config import (
@@ -13,6 +12,7 @@ from fedbench.runner.table_config import (
     load_table,
     parse_table_config,
 )
+from tests.conftest import tiny_table_data
 
 
 def table(**changes):
@@ -60,6 +60,24 @@ def test_precedence_base_method_grid_preset_set():
     cfg = expand(t, preset="p", overrides=["fl.local_steps=9", "algorithm.lr=0.125"]).runs[0].cfg
     assert cfg.fl.local_steps == 9 and cfg.algorithm.lr == 0.125  # --set beats everything
     assert expand(t, preset="p").name == "tiny-p"
+
+
+def test_preset_row_overrides_beat_the_preset_but_not_set():
+    t = table(
+        presets={"p": {"algorithm.lr": 0.25, "methods": {"FedAdamW": {"algorithm.lr": 0.003}}}}
+    )
+    by_row = {r.method: r.cfg for r in expand(t, preset="p", seeds=1).runs}
+    assert by_row["FedAdamW"].algorithm.lr == 0.003
+    assert by_row["Local SGD"].algorithm.lr == 0.25
+    cfg = (
+        expand(t, preset="p", seeds=1, methods=["FedAdamW"], overrides=["algorithm.lr=0.5"])
+        .runs[0]
+        .cfg
+    )
+    assert cfg.algorithm.lr == 0.5
+    bad = table(presets={"p": {"methods": {"Nope": {"algorithm.lr": 0.1}}}})
+    with pytest.raises(FedbenchError, match="unknown rows"):
+        expand(bad, preset="p")
 
 
 def test_preset_mapping_replaces_grid_values_but_keeps_the_column():
