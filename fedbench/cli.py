@@ -82,8 +82,11 @@ def list_(
     from fedbench.models import MODELS
 
     if what == "algorithms":
-        rows = [[name, cls.paper, cls.client_state_desc] for name, cls in ALGORITHMS.items()]
-        _list_table("algorithms", ["name", "paper", "per-client state"], rows)
+        rows = [
+            [name, cls.paper, cls.comm_up_label, cls.client_state_desc]
+            for name, cls in ALGORITHMS.items()
+        ]
+        _list_table("algorithms", ["name", "paper", "comm_up", "per-client state"], rows)
     elif what == "datasets":
         rows = [[name, (fn.__doc__ or "").strip().splitlines()[0]] for name, fn in DATASETS.items()]
         _list_table("datasets", ["name", "description"], rows)
