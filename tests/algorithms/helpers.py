@@ -115,6 +115,8 @@ def run_federated(
     return x, server, states
 
 
-def assert_close(actual: list[Tensor] | tuple[Tensor, ...] | Tensor, expected: Tensor, tol: float = 1e-6) -> None:
+def assert_close(
+    actual: list[Tensor] | tuple[Tensor, ...] | Tensor, expected: Tensor, tol: float = 1e-6
+) -> None:
     flat = actual if isinstance(actual, Tensor) else flatten(list(actual))
     torch.testing.assert_close(flat, expected, atol=tol, rtol=tol)

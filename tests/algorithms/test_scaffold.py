@@ -74,10 +74,10 @@ def _metrics(run_root: Path) -> list[dict]:
 
 @pytest.mark.slow
 def test_scaffold_resumes_exactly_after_sigkill(tmp_path: Path) -> None:
-    rounds = 14
+    rounds = 10
     cmd = [
         sys.executable, "-m", "fedbench", "train",
-        "--set", "algorithm.name=scaffold", "--set", "model.name=cnn",
+        "--set", "algorithm.name=scaffold", "--set", "model.name=logreg",
         "--set", "partition.clients=6", "--set", "fl.participation=0.5",
         "--set", f"fl.rounds={rounds}", "--set", "fl.local_steps=4",
         "--set", "fl.batch_size=16", "--set", "eval.every=1",
