@@ -44,7 +44,7 @@ class FedCM(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        server["d"] = torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr))
+        server["d"] = list(torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr)))
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

@@ -59,7 +59,8 @@ class Scaffold(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        # (1/N) * sum over the S sampled clients = (S/N) * their mean.
+        # (1/N) * sum over the S sampled clients = (S/N) * their mean (with `weighting: samples`
+        # the mean is sample-weighted, the natural generalisation).
         torch._foreach_add_(server["c"], mean["delta_c"], alpha=info.sampled / info.num_clients)
 
     def client_begin(
