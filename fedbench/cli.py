@@ -224,8 +224,11 @@ def list_(
             rows.append([name, str(data.get("title", "")), presets, str(path)])
         _list_table(what, ["name", "title", "presets", "file"], rows)
     elif what == "algorithms":
-        rows = [[name, cls.paper, cls.client_state_desc] for name, cls in ALGORITHMS.items()]
-        _list_table("algorithms", ["name", "paper", "per-client state"], rows)
+        rows = [
+            [name, cls.paper, cls.comm_up_label, cls.client_state_desc]
+            for name, cls in ALGORITHMS.items()
+        ]
+        _list_table("algorithms", ["name", "paper", "comm_up", "per-client state"], rows)
     elif what == "datasets":
         rows = [[name, _first_line(fn.__doc__)] for name, fn in DATASETS.items()]
         _list_table("datasets", ["name", "description"], rows)

@@ -105,6 +105,9 @@ class RuntimeConfig(Strict):
     engine: Literal["sequential", "vectorized"] = "sequential"
     checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")
     workers: int | None = Field(default=None, ge=1)
+    #: Where the per-client state store (e.g. SCAFFOLD's c_i for all N clients) lives between
+    #: rounds: auto = cpu when the model is on a GPU (N model-sized states rarely fit beside it).
+    client_state_device: Literal["auto", "cpu", "device"] = "auto"
 
 
 class RunConfig(Strict):
@@ -142,7 +145,7 @@ class RunConfig(Strict):
         """Readable prefix + a hash of everything that can change the results."""
         data = self.to_dict()
         runtime = data["runtime"]
-        for key in ("workers", "checkpoint_every"):
+        for key in ("workers", "checkpoint_every", "client_state_device"):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")

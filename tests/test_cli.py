@@ -4,7 +4,10 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
+from fedbench.algorithms import ALGORITHMS
+from fedbench.cli import app
 from tests.conftest import TINY
 
 BAD_INPUTS = {
@@ -104,3 +107,12 @@ def test_console_script_runs_a_tiny_training(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+
+
+def test_list_algorithms_shows_comm_up_and_state() -> None:
+    result = CliRunner().invoke(app, ["list", "algorithms"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
+    assert set(ALGORITHMS) <= set(lines)
+    assert "2d" in lines["scaffold"] and "c_i" in lines["scaffold"]
+    assert "d + B" in lines["fedadamw"]

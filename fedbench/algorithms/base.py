@@ -55,6 +55,8 @@ class Algorithm(ABC):
     paper: ClassVar[str] = ""
     #: Human-readable per-client state kept across rounds ("-" if none).
     client_state_desc: ClassVar[str] = "-"
+    #: comm_up in units of d for `fedbench list algorithms` (B = number of blocks).
+    comm_up_label: ClassVar[str] = "d"
 
     def __init__(self, params: AlgorithmConfig, spec: ParamSpec, *, num_clients: int) -> None:
         self.params = params
@@ -94,6 +96,17 @@ class Algorithm(ABC):
     ) -> tuple[dict[str, Tensors], State | None]:
         """What the client uploads (mean-aggregated by the engine) and its new persistent state."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
+
+    # --- diagnostics ------------------------------------------------------------------------------
+    def v_block_means(self, local: State) -> Tensor | None:
+        """The block means of this client's second moment v after its K steps (FedAdamW Figure 2,
+        `v_spread`); None for algorithms that keep no v."""
+        return None
+
+
+def tensor_means(tensors: Tensors) -> Tensor:
+    """One mean per tensor, as one vector (the `tensor` block partition)."""
+    return torch.stack([t.mean() for t in tensors])
 
 
 def zeros_like(tensors: Tensors) -> Tensors:

@@ -55,6 +55,7 @@ class FedAdamW(Algorithm):
 
     Params = FedAdamWConfig
     paper = "Liu et al. 2026 (AAAI), FedAdamW, Algorithm 2"
+    comm_up_label = "d + B"
     params: FedAdamWConfig
 
     def __init__(self, params: FedAdamWConfig, spec: ParamSpec, *, num_clients: int) -> None:
@@ -169,3 +170,6 @@ class FedAdamW(Algorithm):
         if self.params.m_agg:
             upload["m"] = local["m"]
         return upload, client_state
+
+    def v_block_means(self, local: State) -> torch.Tensor | None:
+        return self.partition.means(local["v"])

@@ -13,7 +13,14 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.adam import adam_step_, update_moments_
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import (
+    Algorithm,
+    RoundInfo,
+    State,
+    Tensors,
+    tensor_means,
+    zeros_like,
+)
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.config import AlgorithmConfig
 
@@ -52,3 +59,6 @@ class LocalAdamW(Algorithm):
             bias_correction1=1.0 - p.beta1**k,
             bias_correction2=1.0 - p.beta2**k,
         )
+
+    def v_block_means(self, local: State) -> torch.Tensor | None:
+        return tensor_means(local["v"])

@@ -34,12 +34,22 @@ class RunResult:
     summary: dict[str, Any]
 
 
-class Aggregator:
-    """Streaming (weighted) mean of the clients' uploads and float buffers: nothing per client."""
+def _squared_norm(tensors: list[Tensor]) -> Tensor:
+    return torch.stack([n.double() for n in torch._foreach_norm(tensors)]).square().sum()
 
-    def __init__(self) -> None:
+
+class Aggregator:
+    """Streaming (weighted) mean of the clients' uploads and float buffers: nothing per client.
+
+    With `spread_of`, it also sums the clients' squared norms of that upload, so that
+    mean_i ||u_i - u_bar||^2 = mean_i ||u_i||^2 - ||u_bar||^2 needs no per-client copy.
+    """
+
+    def __init__(self, spread_of: str | None = None) -> None:
         self.sums: dict[str, list[Tensor]] = {}
         self.total = 0.0
+        self.spread_of = spread_of
+        self.squared_norms: Tensor | float = 0.0
 
     def add(self, upload: dict[str, list[Tensor]], weight: float) -> None:
         for key, tensors in upload.items():
@@ -47,10 +57,17 @@ class Aggregator:
                 self.sums[key] = [t.detach().mul(weight) for t in tensors]
             else:
                 torch._foreach_add_(self.sums[key], list(tensors), alpha=weight)
+        if self.spread_of is not None:
+            self.squared_norms = self.squared_norms + weight * _squared_norm(upload[self.spread_of])
         self.total += weight
 
     def means(self) -> dict[str, list[Tensor]]:
         return {k: torch._foreach_div(v, self.total) for k, v in self.sums.items()}
+
+    def spread(self, mean: list[Tensor]) -> float:
+        """(Weighted) mean squared distance of the `spread_of` uploads to their mean."""
+        value = float(self.squared_norms) / self.total - float(_squared_norm(mean))
+        return max(value, 0.0)  # rounding can make an exact zero slightly negative
 
 
 def _state_buffers(model: torch.nn.Module) -> list[Tensor]:
@@ -61,6 +78,17 @@ def _state_buffers(model: torch.nn.Module) -> list[Tensor]:
 
 def _all_finite(tensors: list[Tensor]) -> bool:
     return bool(torch.isfinite(torch.stack([t.float().sum() for t in tensors])).all())
+
+
+def _to_device(state: Any, device: torch.device) -> Any:
+    """A client state (dicts / lists of tensors) with every tensor on `device`."""
+    if isinstance(state, Tensor):
+        return state.to(device)
+    if isinstance(state, dict):
+        return {k: _to_device(v, device) for k, v in state.items()}
+    if isinstance(state, list | tuple):
+        return type(state)(_to_device(v, device) for v in state)
+    return state
 
 
 class Engine:
@@ -78,6 +106,12 @@ class Engine:
         self.global_buffers = [b.detach().clone() for b in self.buffers]
         self.server: State = setup.algorithm.init_server_state(self.x)
         self.client_states: dict[int, State] = {}
+        store = self.cfg.runtime.client_state_device
+        on_gpu = setup.device.type != "cpu"
+        self.state_device = (
+            torch.device("cpu") if store == "cpu" or (store == "auto" and on_gpu) else setup.device
+        )
+        self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
         self.forward = torch.compile(model) if self.cfg.runtime.compile else model
         self.autocast = torch.bfloat16 if self.cfg.runtime.precision == "bf16" else None
         n_train = setup.data.n_train
@@ -116,7 +150,9 @@ class Engine:
         self.x = ckpt["x"]
         self.global_buffers = ckpt["buffers"]
         self.server = ckpt["server"]
-        self.client_states = {int(k): v for k, v in ckpt["clients"].items()}
+        self.client_states = {
+            int(k): _to_device(v, self.state_device) for k, v in ckpt["clients"].items()
+        }
         self.metrics_rows = ckpt["metrics_rows"]
         self.elapsed_before = ckpt["elapsed_s"]
         torch.set_rng_state(ckpt["torch_rng"])
@@ -146,20 +182,27 @@ class Engine:
             "comm_down": s.algorithm.comm_down() * sampled * rounds_done,
             "elapsed_s": round(elapsed, 3),
         }
+        if cfg.eval.diagnostics:
+            row.update(self.diagnostics)
         self.folder.append_metrics(row)
         self.metrics_rows += 1
         return row
 
     # --- one round ------------------------------------------------------------------------------
-    def _round(self, r: int, lr: float) -> None:
+    def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
+        """One round; with `diagnostics`, also FedAdamW Figure 2's client_drift and v_spread."""
         s, cfg = self.s, self.cfg
         clients = s.schedule[r]
         info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
-        agg, buffer_agg = Aggregator(), Aggregator()
+        agg = Aggregator(spread_of="delta" if diagnostics else None)
+        buffer_agg = Aggregator()
+        v_means: list[Tensor] = []
         int_buffers: list[Tensor] | None = None
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
+            if stored is not None:
+                stored = _to_device(stored, s.device)
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
             run_client(
                 model=s.model,
@@ -182,7 +225,11 @@ class Engine:
                     [p.detach() for p in self.params], self.x, local, stored, info
                 )
             if new_state is not None:
-                self.client_states[client] = new_state
+                self.client_states[client] = _to_device(new_state, self.state_device)
+            if diagnostics:
+                block_means = s.algorithm.v_block_means(local)
+                if block_means is not None:
+                    v_means.append(block_means.double())
             weight = float(s.client_sizes[client]) if cfg.algorithm.weighting == "samples" else 1.0
             agg.add(upload, weight)
             floats = [b for b in self.buffers if b.is_floating_point()]
@@ -195,6 +242,16 @@ class Engine:
         mean = agg.means()
         if not _all_finite(mean["delta"]):
             raise DivergedError(f"non-finite model update in round {r + 1}")
+        if diagnostics:
+            self.diagnostics = {
+                "client_drift": agg.spread(mean["delta"]),
+                # Variance across clients of each block mean of v, averaged over the blocks.
+                "v_spread": (
+                    float(torch.stack(v_means).var(dim=0, unbiased=False).mean())
+                    if v_means
+                    else None
+                ),
+            }
         with torch.no_grad():
             s.algorithm.server_update(self.x, mean, self.server, info)
             float_means = iter(buffer_agg.means().get("b", []))
@@ -217,11 +274,12 @@ class Engine:
                 self._evaluate(0, local_lr(cfg.algorithm, 0, rounds), self.elapsed_before)
             for r in range(start, rounds):
                 lr = local_lr(cfg.algorithm, r, rounds)
-                self._round(r, lr)
                 done = r + 1
+                evaluated = done % cfg.eval.every == 0 or done == rounds
+                self._round(r, lr, diagnostics=evaluated and cfg.eval.diagnostics)
                 elapsed = self.elapsed_before + time.perf_counter() - t0
                 row = None
-                if done % cfg.eval.every == 0 or done == rounds:
+                if evaluated:
                     row = self._evaluate(done, lr, elapsed)
                     if not (
                         row["train_loss"] == row["train_loss"]

@@ -1,90 +1,122 @@
-"""A tiny float64 federated problem and a driver that runs an Algorithm object round by round
-with full-batch gradients and every client every round (the setting of the hand-computed tests)."""
+"""A tiny float64 federated least-squares problem and a driver that runs an Algorithm object the
+way the engine does (client_begin, K local_steps, client_end, mean upload, server_update), so that
+each rule can be compared to a hand computation on flat vectors."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
+from torch import Tensor
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec, RoundInfo
-from fedbench.config import RunConfig
 
-SHAPES = [torch.Size([2, 3]), torch.Size([2])]
-
-
-def make_clients(
-    n_clients: int = 3, n_samples: int = 4, seed: int = 0
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Heterogeneous least-squares clients: (A_i, T_i) with different targets per client."""
-    gen = torch.Generator().manual_seed(seed)
-    clients = []
-    for i in range(n_clients):
-        a = torch.randn(n_samples, 3, generator=gen, dtype=torch.float64)
-        t = torch.randn(n_samples, 2, generator=gen, dtype=torch.float64) + i
-        clients.append((a, t))
-    return clients
+SHAPES = [torch.Size([3, 2]), torch.Size([2])]
+SPEC = ParamSpec(names=["weight", "bias"], shapes=SHAPES, heads={})
 
 
-def initial_x(seed: int = 1) -> list[torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(s, generator=gen, dtype=torch.float64) for s in SHAPES]
+def flatten(tensors: list[Tensor]) -> Tensor:
+    return torch.cat([t.reshape(-1) for t in tensors])
 
 
-def loss_fn(params: list[torch.Tensor], client: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-    a, t = client
-    w, b = params
-    return 0.5 * ((a @ w.T + b - t) ** 2).sum(dim=1).mean()
+def unflatten(vec: Tensor) -> list[Tensor]:
+    out, offset = [], 0
+    for shape in SHAPES:
+        n = shape.numel()
+        out.append(vec[offset : offset + n].reshape(shape).clone())
+        offset += n
+    return out
 
 
-def grad(
-    params: list[torch.Tensor], client: tuple[torch.Tensor, torch.Tensor]
-) -> list[torch.Tensor]:
-    ps = [p.detach().clone().requires_grad_(True) for p in params]
-    return list(torch.autograd.grad(loss_fn(ps, client), ps))
+class Problem:
+    """Client i: features A_i (n x 3), targets T_i (n x 2); loss_i = mean_j 0.5||A_i W + b - T_i||^2.
+
+    `shift` makes the clients' optima differ (heterogeneity)."""
+
+    def __init__(self, clients: int = 3, n: int = 6, seed: int = 0, shift: float = 1.0) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        self.N = clients
+        self.A = [torch.randn(n, 3, generator=gen, dtype=torch.float64) for _ in range(clients)]
+        self.T = [
+            torch.randn(n, 2, generator=gen, dtype=torch.float64) + shift * (i - clients / 2)
+            for i in range(clients)
+        ]
+
+    def x0(self) -> list[Tensor]:
+        gen = torch.Generator().manual_seed(123)
+        return [torch.randn(s, generator=gen, dtype=torch.float64) * 0.5 for s in SHAPES]
+
+    def grad(self, params: list[Tensor], i: int) -> list[Tensor]:
+        w, b = (p.detach().clone().requires_grad_(True) for p in params)
+        loss = 0.5 * ((self.A[i] @ w + b - self.T[i]) ** 2).sum(dim=1).mean()
+        return list(torch.autograd.grad(loss, [w, b]))
+
+    def flat_grad(self, vec: Tensor, i: int) -> Tensor:
+        return flatten(self.grad(unflatten(vec), i))
+
+    def optimum(self) -> Tensor:
+        """argmin of (1/N) sum_i loss_i (closed form, flat)."""
+        lhs = torch.zeros(4, 4, dtype=torch.float64)
+        rhs = torch.zeros(4, 2, dtype=torch.float64)
+        for a, t in zip(self.A, self.T, strict=True):
+            aug = torch.cat([a, torch.ones(len(a), 1, dtype=torch.float64)], dim=1)
+            lhs += aug.T @ aug / len(a)
+            rhs += aug.T @ t / len(a)
+        sol = torch.linalg.solve(lhs, rhs)  # rows 0..2: W, row 3: b
+        return torch.cat([sol[:3].reshape(-1), sol[3]])
 
 
-def build(name: str, n_clients: int = 3, **fields) -> Algorithm:
-    cfg = RunConfig.model_validate({"algorithm": {"name": name, **fields}})
-    spec = ParamSpec(names=["w", "b"], shapes=SHAPES, heads={})
-    return ALGORITHMS.get(name)(cfg.algorithm, spec, num_clients=n_clients)
+def make(name: str, clients: int = 3, **fields: Any) -> Algorithm:
+    """The registered algorithm with exact-test settings (no clipping, constant lr) + fields."""
+    cls = ALGORITHMS.get(name)
+    params = cls.Params(name=name, grad_clip=None, lr_schedule="constant", **fields)
+    return cls(params, SPEC, num_clients=clients)
 
 
-def simulate(
-    algo: Algorithm,
-    x: list[torch.Tensor],
-    clients: list[tuple[torch.Tensor, torch.Tensor]],
+def run_federated(
+    alg: Algorithm,
+    problem: Problem,
     *,
     rounds: int,
     local_steps: int,
-    lrs: list[float],
-) -> list[torch.Tensor]:
-    """The engine's round structure, full-batch, no clipping, uniform weights; returns x."""
-    x = [t.clone() for t in x]
-    server = algo.init_server_state(x)
-    stored: dict[int, dict] = {}
+    lr: Callable[[int], float] | float,
+    sampled: list[list[int]] | None = None,
+) -> tuple[list[Tensor], dict[str, Any], dict[int, Any]]:
+    """Run `rounds` rounds as the engine does (uniform weighting); returns x, server, client states."""
+    lr_of = lr if callable(lr) else (lambda r: lr)
+    x = problem.x0()
+    server = alg.init_server_state(x)
+    states: dict[int, Any] = {}
     for r in range(rounds):
-        info = RoundInfo(r, lrs[r], local_steps, len(clients), len(clients))
-        sums: dict[str, list[torch.Tensor]] = {}
-        for i, data in enumerate(clients):
+        clients = sampled[r] if sampled is not None else list(range(problem.N))
+        info = RoundInfo(r, lr_of(r), local_steps, problem.N, len(clients))
+        sums: dict[str, list[Tensor]] = {}
+        for i in clients:
+            stored = states.get(i)
+            local = alg.client_begin(x, server, stored, info)
             y = [t.clone() for t in x]
-            local = algo.client_begin(x, server, stored.get(i), info)
             for k in range(1, local_steps + 1):
-                algo.local_step(y, grad(y, data), local, k, info)
-            upload, new_state = algo.client_end(y, x, local, stored.get(i), info)
+                g = problem.grad(y, i)
+                with torch.no_grad():
+                    alg.local_step(y, g, local, k, info)
+            with torch.no_grad():
+                upload, new_state = alg.client_end(y, x, local, stored, info)
             if new_state is not None:
-                stored[i] = new_state
-            for key, ts in upload.items():
-                sums[key] = (
-                    [t.clone() for t in ts]
-                    if key not in sums
-                    else [s + t for s, t in zip(sums[key], ts)]
-                )
+                states[i] = new_state
+            for key, tensors in upload.items():
+                if key in sums:
+                    sums[key] = [s + t for s, t in zip(sums[key], tensors, strict=True)]
+                else:
+                    sums[key] = [t.clone() for t in tensors]
         mean = {k: [t / len(clients) for t in v] for k, v in sums.items()}
-        algo.server_update(x, mean, server, info)
-    return x
+        with torch.no_grad():
+            alg.server_update(x, mean, server, info)
+    return x, server, states
 
 
 def assert_close(
-    actual: list[torch.Tensor], expected: list[torch.Tensor], tol: float = 1e-6
+    actual: list[Tensor] | tuple[Tensor, ...] | Tensor, expected: Tensor, tol: float = 1e-6
 ) -> None:
-    for a, e in zip(actual, expected, strict=True):
-        torch.testing.assert_close(a, e, atol=tol, rtol=0)
+    flat = actual if isinstance(actual, Tensor) else flatten(list(actual))
+    torch.testing.assert_close(flat, expected, atol=tol, rtol=tol)

@@ -1,0 +1,47 @@
+"""FedAvgM (Hsu et al., 2019, "Measuring the effects of non-identical data distribution"):
+FedAvg's clients with server momentum.
+
+    y <- y - eta_r * (g + lambda * y)            (each local step, as fedavg)
+    m <- beta * m + Delta_bar ;  x <- x + eta_g * m   (server, m = 0 initially, beta = momentum)
+
+comm_up d, comm_down d (ALGORITHMS.md, "fedavgm").
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.fedavg import sgd_step_
+from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.config import AlgorithmConfig
+
+
+class FedAvgMConfig(AlgorithmConfig):
+    name: str = "fedavgm"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+
+
+@ALGORITHMS.register("fedavgm")
+class FedAvgM(Algorithm):
+    """Local SGD, server heavy-ball momentum on the averaged update."""
+
+    Params = FedAvgMConfig
+    paper = "Hsu et al. 2019 (arXiv:1909.06335)"
+    params: FedAvgMConfig
+
+    def init_server_state(self, x: Tensors) -> State:
+        return {"m": zeros_like(x)}
+
+    def server_update(
+        self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
+    ) -> None:
+        torch._foreach_mul_(server["m"], self.params.momentum)
+        torch._foreach_add_(server["m"], mean["delta"])
+        torch._foreach_add_(x, server["m"], alpha=self.params.server_lr)
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

@@ -1,0 +1,60 @@
+"""FedCM (Xu et al., 2021, "FedCM: Federated Learning with Client-level Momentum", Algorithm 1):
+every local step mixes the fresh gradient with the server's broadcast global direction.
+
+    d_r = -Delta_bar^{r-1} / (K * eta_{r-1})   (zero at r = 0; the previous round's mean gradient)
+    y <- y - eta_r * (alpha * g + (1 - alpha) * d_r + lambda * y)      (each local step)
+    x <- x + eta_g * Delta_bar                                          (server, default step)
+
+alpha (0.1) is the weight on the fresh local gradient. comm_up d, comm_down 2d (x and d_r; the
+paper counts 1x, its upload).
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.config import AlgorithmConfig
+
+
+class FedCMConfig(AlgorithmConfig):
+    name: str = "fedcm"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
+    alpha: float = Field(default=0.1, ge=0, le=1)
+
+
+@ALGORITHMS.register("fedcm")
+class FedCM(Algorithm):
+    """Local SGD on a client-level momentum: alpha * g + (1 - alpha) * global direction."""
+
+    Params = FedCMConfig
+    paper = "Xu et al. 2021 (arXiv:2106.10874), FedCM"
+    params: FedCMConfig
+
+    def comm_down(self) -> float:
+        return 2.0 * self.spec.d
+
+    def init_server_state(self, x: Tensors) -> State:
+        return {"d": zeros_like(x)}
+
+    def server_update(
+        self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
+    ) -> None:
+        super().server_update(x, mean, server, info)
+        server["d"] = list(torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr)))
+
+    def client_begin(
+        self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
+    ) -> State:
+        return {"global_term": torch._foreach_mul(server["d"], 1.0 - self.params.alpha)}
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        p = self.params
+        torch._foreach_mul_(g, p.alpha)
+        torch._foreach_add_(g, local["global_term"])
+        if p.weight_decay:
+            torch._foreach_add_(g, y, alpha=p.weight_decay)
+        torch._foreach_add_(y, g, alpha=-info.lr)

@@ -1,0 +1,46 @@
+"""FedProx (Li et al., MLSys 2020, Eq. 2): local SGD on the loss plus the proximal term
+(mu/2)||y - x^r||^2.
+
+    y <- y - eta_r * (g + lambda * y + mu * (y - x^r))     (each local step)
+    x <- x + eta_g * Delta_bar                             (server, default step)
+
+comm_up d, comm_down d (ALGORITHMS.md, "fedprox").
+"""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.config import AlgorithmConfig
+
+
+class FedProxConfig(AlgorithmConfig):
+    name: str = "fedprox"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
+    mu: float = Field(default=0.01, ge=0)
+
+
+@ALGORITHMS.register("fedprox")
+class FedProx(Algorithm):
+    """Local SGD with a proximal pull towards the round's global model."""
+
+    Params = FedProxConfig
+    paper = "Li et al. 2020 (MLSys), FedProx"
+    params: FedProxConfig
+
+    def client_begin(
+        self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
+    ) -> State:
+        # x is the engine's global model, untouched while the client trains.
+        return {"x": x}
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        p = self.params
+        add_coupled_decay_(g, y, p.weight_decay)
+        if p.mu:
+            torch._foreach_add_(g, torch._foreach_sub(y, local["x"]), alpha=p.mu)
+        torch._foreach_add_(y, g, alpha=-info.lr)
