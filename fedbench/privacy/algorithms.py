@@ -6,7 +6,8 @@ section and keep X's hyperparameters. `register_dp("X")` does exactly that, and 
 while X is not registered, so the list below activates each variant once its base lands.
 
 Variants with a rule of their own:
-- dp_fedadamw: m_hat / (sqrt(max(v_hat - (sigma*C/B)^2, 0)) + eps)   (`debias`, default true)
+- dp_fedadamw: m_hat / (sqrt(max(v_hat - (sigma*C/B)^2, 0)) + eps)   (`debias`, default true;
+      `debias_floor` f > 0 replaces the 0 by f*(sigma*C/B)^2, an addition to the paper)
 - dp_fedavg_ls: Laplacian smoothing of g_tilde per flattened tensor,
       g <- IFFT( FFT(g) / (1 + 2*sigma_ls*(1 - cos(2*pi*j/n))) )      (sigma_ls 1.0)
 - dp_fedsam: local SAM with two privatised gradients per step (rho 0.05):
@@ -77,7 +78,16 @@ def register_dp(base_name: str) -> type[Algorithm] | None:
 # --- dp_fedadamw ------------------------------------------------------------------------------
 
 
-class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", debias=(bool, True))):  # type: ignore[misc]
+_DEBIAS_FIELDS = {
+    "debias": (bool, True),
+    # Not in the paper: a floor on the de-biased variance, as a fraction of (sigma*C/B)^2
+    # (DP-AdamBC's gamma'). 0 is the paper's form, where every coordinate whose v_hat falls
+    # below the noise variance gets the denominator eps and a step of order m_hat/eps.
+    "debias_floor": (float, Field(default=0.0, ge=0)),
+}
+
+
+class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", **_DEBIAS_FIELDS)):  # type: ignore[misc]
     """DP-FedAdamW: FedAdamW on g_tilde with the DP-bias-corrected second moment."""
 
     paper = "Liu et al., DP-FedAdamW (Algorithm 1, Eq. 8)"
@@ -98,7 +108,7 @@ class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", debias=(bool, True))):  # t
         # coordinates finite (the paper's form takes the root of a negative number).
         v_hat = torch._foreach_div(local["v"], bc2)
         torch._foreach_sub_(v_hat, noise_var)
-        torch._foreach_clamp_min_(v_hat, 0.0)
+        torch._foreach_clamp_min_(v_hat, p.debias_floor * noise_var)
         denom = torch._foreach_sqrt(v_hat)
         torch._foreach_add_(denom, p.eps)
         torch._foreach_addcdiv_(y, local["m"], denom, value=-info.lr / bc1)
@@ -167,6 +177,9 @@ class DPFedSAM(dp_variant(FedAvg, "dp_fedsam", rho=(float, Field(default=0.05, g
         with torch.no_grad():
             torch._foreach_sub_(y, e)
             self.local_step(y, g2, local, k, info)
+
+
+ALGORITHMS.register("dp_fedsam")(DPFedSAM)
 
 
 for _base in PLAIN_DP_BASES:
