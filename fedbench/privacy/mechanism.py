@@ -76,13 +76,11 @@ class PrivateGradient:
     def _sample_loss(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> Tensor:
-        cast = (
-            torch.autocast(x.device.type, dtype=self.autocast)
-            if self.autocast is not None
-            else torch.autocast(x.device.type, enabled=False)
-        )
-        with cast:
+        if self.autocast is None:
             out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
+        else:
+            with torch.autocast(x.device.type, dtype=self.autocast):
+                out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
         return nn.functional.cross_entropy(out.float(), y.unsqueeze(0))
 
     def divisor(self, n_local: int) -> int:
