@@ -191,6 +191,28 @@ def report(
     )
 
 
+@app.command()
+def epsilon(
+    config: Annotated[
+        Path | None, typer.Argument(help="A YAML run config with a privacy section.")
+    ] = None,
+    set_: SetOption = None,
+    client_size: Annotated[
+        int | None,
+        typer.Option(
+            "--client-size",
+            help="Samples per client, skipping the data (e.g. CIFAR-10 / 50 clients = 1000).",
+        ),
+    ] = None,
+) -> None:
+    """Print the epsilon a private config will spend (or the sigma calibrated to its target)."""
+    from fedbench.config import load_run_config
+    from fedbench.privacy.report import describe_privacy
+
+    cfg = load_run_config(config, set_ or [])
+    console.print(describe_privacy(cfg, client_size), highlight=False, soft_wrap=True)
+
+
 def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     table = Table(title=title)
     for col in columns:

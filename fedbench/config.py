@@ -239,6 +239,8 @@ def parse_run_config(data: dict[str, Any]) -> RunConfig:
         params = ALGORITHMS.get(name).Params.model_validate(algorithm)
     except ValidationError as exc:
         raise FedbenchError(format_validation_error(exc, "algorithm")) from None
+    if getattr(ALGORITHMS.get(name), "requires_privacy", False) and data.get("privacy") is None:
+        data = {**data, "privacy": {}}  # dp_ algorithms: the privacy section's defaults
     try:
         return RunConfig.model_validate({**data, "algorithm": params})
     except ValidationError as exc:

@@ -15,5 +15,6 @@ from fedbench.algorithms import (  # noqa: F401  (registration)
 )
 from fedbench.algorithms.base import Algorithm, ParamSpec, RoundInfo
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.privacy import algorithms as _dp_variants  # noqa: F401  (last: wraps the above)
 
 __all__ = ["ALGORITHMS", "Algorithm", "ParamSpec", "RoundInfo"]

@@ -45,6 +45,8 @@ class RoundInfo:
     local_steps: int
     num_clients: int
     sampled: int
+    #: Std of the DP noise in each coordinate of g (sigma*C/B; 0 without privacy).
+    grad_noise_std: float = 0.0
 
 
 class Algorithm(ABC):

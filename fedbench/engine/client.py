@@ -8,6 +8,7 @@ tensor function; nothing in the step loop forces a host-device sync.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -16,6 +17,7 @@ from torch import Tensor, nn
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.data import Dataset
 from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.privacy.mechanism import PrivateGradient, noise_generator, poisson_batches
 
 
 def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
@@ -43,12 +45,27 @@ def run_client(
     grad_clip: float | None,
     prepare: Callable[[Tensor], Tensor] | None = None,
     autocast: torch.dtype | None = None,
+    private: PrivateGradient | None = None,
+    poisson: bool = False,
 ) -> None:
-    """Train the resident model (already holding the client's start weights) for K steps."""
+    """Train the resident model (already holding the client's start weights) for K steps.
+
+    With `private`, g is the privatised g_tilde (per-sample clipping + noise) and grad_clip is
+    not applied on top; algorithms that need several gradients per step (DP-FedSAM) define
+    `local_step_with_oracle` and receive a function computing g at the current parameters.
+    """
     client_key = client_seed(seed, info.round, client)
     generator = torch.Generator().manual_seed(client_key)
     torch.manual_seed(client_key)  # dropout: a function of (seed, round, client) only
-    order = batch_indices(samples, info.local_steps, batch_size, generator)
+    n_local = samples.numel()
+    if private is not None:
+        noise = noise_generator(samples.device, client_key)
+        info = dataclasses.replace(info, grad_noise_std=private.noise_std(n_local))
+    if private is not None and poisson:
+        rate = private.divisor(n_local) / n_local
+        order = poisson_batches(samples, info.local_steps, rate, generator)
+    else:
+        order = batch_indices(samples, info.local_steps, batch_size, generator)
     device_type = samples.device.type
     cast = (
         torch.autocast(device_type, dtype=autocast)
@@ -63,9 +80,20 @@ def run_client(
             xb = data.augment(xb, generator)
         if prepare is not None:
             xb = prepare(xb)
-        with cast:
-            loss = nn.functional.cross_entropy(forward(xb), yb)
-        grads = list(torch.autograd.grad(loss, params))
-        clip_grad_norm_(grads, grad_clip)
+
+        def gradient(xb: Tensor = xb, yb: Tensor = yb) -> list[Tensor]:
+            if private is not None:
+                return private(xb, yb, n_local=n_local, generator=noise)
+            with cast:
+                loss = nn.functional.cross_entropy(forward(xb), yb)
+            grads = list(torch.autograd.grad(loss, params))
+            clip_grad_norm_(grads, grad_clip)
+            return grads
+
+        oracle_step = getattr(algorithm, "local_step_with_oracle", None)
+        if oracle_step is not None:
+            oracle_step(params, gradient, local, k, info)
+            continue
+        grads = gradient()
         with torch.no_grad():
             algorithm.local_step(params, grads, local, k, info)

@@ -114,6 +114,8 @@ class Engine:
         self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
         self.forward = torch.compile(model) if self.cfg.runtime.compile else model
         self.autocast = torch.bfloat16 if self.cfg.runtime.precision == "bf16" else None
+        plan = setup.privacy
+        self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         n_train = setup.data.n_train
         subset = train_subset_indices(n_train, self.cfg.eval.train_subset, self.cfg.seed)
         self.train_eval_idx = torch.as_tensor(subset, device=setup.device)
@@ -184,6 +186,8 @@ class Engine:
         }
         if cfg.eval.diagnostics:
             row.update(self.diagnostics)
+        if s.privacy is not None:
+            row["epsilon"] = s.privacy.epsilon(rounds_done)
         self.folder.append_metrics(row)
         self.metrics_rows += 1
         return row
@@ -219,6 +223,8 @@ class Engine:
                 grad_clip=cfg.algorithm.grad_clip,
                 prepare=s.prepare,
                 autocast=self.autocast,
+                private=self.private,
+                poisson=s.privacy is not None and s.privacy.config.sampling == "poisson",
             )
             with torch.no_grad():
                 upload, new_state = s.algorithm.client_end(
@@ -322,8 +328,9 @@ class Engine:
             "comm_down": s.algorithm.comm_down(),
             "clients_per_round": len(s.schedule[0]),
             "participation_counts": participation_counts(s.schedule, s.num_clients),
-            "epsilon": None,
-            "delta": None,
+            "epsilon": s.privacy.epsilon() if s.privacy else None,
+            "delta": s.privacy.config.delta if s.privacy else None,
+            "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
             "versions": {

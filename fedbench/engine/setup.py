@@ -16,6 +16,7 @@ from fedbench.data.partition import partition
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
+from fedbench.privacy.plan import PrivacyPlan, plan_privacy
 
 
 def resolve_device(name: str) -> torch.device:
@@ -57,6 +58,8 @@ class RunSetup:
     algorithm: Algorithm
     schedule: list[list[int]]
     prepare: Callable[[Tensor], Tensor] | None
+    #: Resolved sample-level DP settings; None for a non-private run.
+    privacy: PrivacyPlan | None = None
 
     @property
     def num_clients(self) -> int:
@@ -75,8 +78,6 @@ def _resizer(size: int | None, input_shape: tuple[int, ...]) -> Callable[[Tensor
 
 
 def _check_unsupported(cfg: RunConfig) -> None:
-    if cfg.privacy is not None:
-        raise FedbenchError("the privacy section is not supported by this version yet; remove it")
     if cfg.runtime.engine != "sequential":
         raise FedbenchError(
             f"runtime.engine {cfg.runtime.engine} is not available yet; use sequential"
@@ -101,6 +102,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
     sampled = clients_per_round(cfg.fl.participation, len(parts))
     schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled)
+    privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule)
     data = data.to(device)
     return RunSetup(
         cfg=cfg,
@@ -113,4 +115,5 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         algorithm=algorithm,
         schedule=schedule,
         prepare=prepare,
+        privacy=privacy,
     )

@@ -1,0 +1,186 @@
+"""DP variants of the algorithms (ALGORITHMS.md, "Differential privacy"; DP-FedAdamW paper).
+
+`dp_X` is algorithm X fed with the privatised gradient g_tilde: the engine computes g_tilde
+whenever the run has a `privacy:` section, so a variant only has to exist by name, require that
+section and keep X's hyperparameters. `register_dp("X")` does exactly that, and does nothing
+while X is not registered, so the list below activates each variant once its base lands.
+
+Variants with a rule of their own:
+- dp_fedadamw: m_hat / (sqrt(max(v_hat - (sigma*C/B)^2, 0)) + eps)   (`debias`, default true;
+      `debias_floor` f > 0 replaces the 0 by f*(sigma*C/B)^2, an addition to the paper)
+- dp_fedavg_ls: Laplacian smoothing of g_tilde per flattened tensor,
+      g <- IFFT( FFT(g) / (1 + 2*sigma_ls*(1 - cos(2*pi*j/n))) )      (sigma_ls 1.0)
+- dp_fedsam: local SAM with two privatised gradients per step (rho 0.05):
+      e = rho*g1/||g1||, g1 at y;  g2 at y + e;  y <- y - eta_r*(g2 + lambda*y)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+import torch
+from pydantic import Field, create_model
+from torch import Tensor
+
+from fedbench.algorithms.adam import update_moments_
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.fedadamw import FedAdamW
+from fedbench.algorithms.fedavg import FedAvg, sgd_step_
+from fedbench.algorithms.registry import ALGORITHMS
+
+#: Bases whose dp_ variant is plain "X fed with g_tilde"; activated once X is registered.
+PLAIN_DP_BASES = (
+    "fedavg",
+    "local_adamw",
+    "fedavgm",
+    "fedprox",
+    "scaffold",
+    "fedcm",
+    "fedadam",
+    "fedyogi",
+    "fedadagrad",
+    "fedlada",
+    "local_adam",
+    "fedadamom",
+)
+
+
+def dp_variant(base: type[Algorithm], name: str, **fields: tuple[type, object]) -> type[Algorithm]:
+    """A subclass of `base` named `name` that requires a privacy section; extra config fields
+    are (type, FieldInfo-or-default) pairs as for pydantic.create_model."""
+    params = create_model(  # type: ignore[call-overload]
+        f"DP{base.Params.__name__}", __base__=base.Params, name=(str, name), **fields
+    )
+    return type(
+        f"DP{base.__name__}",
+        (base,),
+        {
+            "Params": params,
+            "paper": f"{base.paper}; DP variant: Liu et al., DP-FedAdamW (sample-level DP)",
+            "requires_privacy": True,
+            "__doc__": f"{base.__name__} fed with the privatised gradient g_tilde.",
+        },
+    )
+
+
+def register_dp(base_name: str) -> type[Algorithm] | None:
+    """Register dp_<base_name> = <base_name> fed with g_tilde; None if the base is unknown."""
+    name = f"dp_{base_name}"
+    if base_name not in ALGORITHMS or name in ALGORITHMS:
+        return None
+    cls = dp_variant(ALGORITHMS.get(base_name), name)
+    ALGORITHMS.register(name)(cls)
+    return cls
+
+
+# --- dp_fedadamw ------------------------------------------------------------------------------
+
+
+_DEBIAS_FIELDS = {
+    "debias": (bool, True),
+    # Not in the paper: a floor on the de-biased variance, as a fraction of (sigma*C/B)^2
+    # (DP-AdamBC's gamma'). 0 is the paper's form, where every coordinate whose v_hat falls
+    # below the noise variance gets the denominator eps and a step of order m_hat/eps.
+    "debias_floor": (float, Field(default=0.0, ge=0)),
+}
+
+
+class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", **_DEBIAS_FIELDS)):  # type: ignore[misc]
+    """DP-FedAdamW: FedAdamW on g_tilde with the DP-bias-corrected second moment."""
+
+    paper = "Liu et al., DP-FedAdamW (Algorithm 1, Eq. 8)"
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        noise_var = info.grad_noise_std**2
+        if not (self.params.debias and noise_var > 0):
+            super().local_step(y, g, local, k, info)
+            return
+        p = self.params
+        if not p.decoupled:
+            add_coupled_decay_(g, y, p.weight_decay)
+        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
+        if p.decoupled and p.weight_decay:
+            torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
+        bc1, bc2 = self._bias_corrections(k, info)
+        # sqrt(max(v_hat - (sigma*C/B)^2, 0)) + eps: the clamp keeps noise-dominated
+        # coordinates finite (the paper's form takes the root of a negative number).
+        v_hat = torch._foreach_div(local["v"], bc2)
+        torch._foreach_sub_(v_hat, noise_var)
+        torch._foreach_clamp_min_(v_hat, p.debias_floor * noise_var)
+        denom = torch._foreach_sqrt(v_hat)
+        torch._foreach_add_(denom, p.eps)
+        torch._foreach_addcdiv_(y, local["m"], denom, value=-info.lr / bc1)
+        if p.alpha:
+            torch._foreach_add_(y, local["align"], alpha=-info.lr)
+
+
+ALGORITHMS.register("dp_fedadamw")(DPFedAdamW)
+
+
+# --- dp_fedavg_ls -----------------------------------------------------------------------------
+
+
+def laplacian_smooth(g: Tensor, sigma_ls: float) -> Tensor:
+    """IFFT(FFT(g) / (1 + 2*sigma_ls*(1 - cos(2*pi*j/n)))) over the flattened tensor."""
+    n = g.numel()
+    if n <= 1 or sigma_ls == 0:
+        return g
+    flat = g.reshape(-1)
+    j = torch.arange(n // 2 + 1, device=g.device, dtype=flat.dtype)
+    denom = 1.0 + 2.0 * sigma_ls * (1.0 - torch.cos(2.0 * math.pi * j / n))
+    return torch.fft.irfft(torch.fft.rfft(flat) / denom, n=n).reshape(g.shape)
+
+
+class DPFedAvgLS(dp_variant(FedAvg, "dp_fedavg_ls", sigma_ls=(float, Field(default=1.0, ge=0)))):  # type: ignore[misc]
+    """DP-FedAvg-LS (Liang et al. 2020): DP-FedAvg with Laplacian smoothing of g_tilde."""
+
+    paper = "Liang et al. 2020, DP-FedAvg with Laplacian smoothing; baseline of DP-FedAdamW"
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        smoothed = [laplacian_smooth(t, self.params.sigma_ls) for t in g]
+        super().local_step(y, smoothed, local, k, info)
+
+
+ALGORITHMS.register("dp_fedavg_ls")(DPFedAvgLS)
+
+
+# --- dp_fedsam --------------------------------------------------------------------------------
+
+
+class DPFedSAM(dp_variant(FedAvg, "dp_fedsam", rho=(float, Field(default=0.05, ge=0)))):  # type: ignore[misc]
+    """DP-FedSAM (Shi et al. 2023): local SAM, both gradients privatised (2 per step)."""
+
+    paper = "Shi et al. 2023 (CVPR), DP-FedSAM; baseline of DP-FedAdamW"
+    #: The accountant counts both privatised gradients of a step.
+    gradients_per_step: ClassVar[int] = 2
+
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+        sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)
+
+    def local_step_with_oracle(
+        self,
+        y: Tensors,
+        gradient: Callable[[], Tensors],
+        local: State,
+        k: int,
+        info: RoundInfo,
+    ) -> None:
+        """The engine calls this (instead of local_step) with a function computing g at y."""
+        g1 = gradient()
+        with torch.no_grad():
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g1)))
+            e = torch._foreach_mul(g1, self.params.rho / (float(norm) + 1e-12))
+            torch._foreach_add_(y, e)
+        g2 = gradient()
+        with torch.no_grad():
+            torch._foreach_sub_(y, e)
+            self.local_step(y, g2, local, k, info)
+
+
+ALGORITHMS.register("dp_fedsam")(DPFedSAM)
+
+
+for _base in PLAIN_DP_BASES:
+    register_dp(_base)

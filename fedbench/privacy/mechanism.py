@@ -1,0 +1,156 @@
+"""Sample-level DP gradients (ALGORITHMS.md, "Differential privacy"; DP-FedAdamW paper, Eq. 3).
+
+Each local step:
+    g_j      = grad of the loss of sample j           (per-sample, torch.func vmap(grad))
+    g_j     <- g_j / max(1, ||g_j||_2 / C)            (norm over all trainable parameters)
+    g_tilde  = (sum_j g_j + N(0, sigma^2 C^2 I)) / B
+
+B is the configured batch size (the expected one under Poisson sampling, as Opacus divides by
+it). The noise comes from a generator seeded by (seed, round, client), so a rerun or a resumed
+run draws the same noise. Per-sample gradients are computed in chunks so that at most about
+`PER_SAMPLE_BYTES` of them are alive at once; clipping and summing happen per chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad, vmap
+
+from fedbench.errors import FedbenchError
+
+#: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
+PER_SAMPLE_BYTES = 256 * 2**20
+#: Offset mixed into the client key so that noise and batch draws are independent streams.
+NOISE_STREAM = 0x5DEECE66D
+
+
+def check_no_batchnorm(model: nn.Module, model_name: str) -> None:
+    """Per-sample clipping is undefined with BatchNorm (a sample's gradient depends on the batch)."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            raise FedbenchError(
+                f"model {model_name} has BatchNorm layers, which sample-level DP cannot train "
+                "(per-sample gradients mix the batch); use model.norm gn"
+            )
+
+
+def chunk_size(d: int, batch: int, budget_bytes: int = PER_SAMPLE_BYTES) -> int:
+    """Samples per vmap chunk: all of them when d x B floats fit in the budget."""
+    return max(1, min(batch, budget_bytes // max(1, 4 * d)))
+
+
+def clip_factors(norms: Tensor, clip: float) -> Tensor:
+    """1 / max(1, ||g_j|| / C) for each sample j."""
+    return torch.clamp(clip / (norms + 1e-12), max=1.0)
+
+
+class PrivateGradient:
+    """Computes g_tilde for the resident model's trainable parameters (one object per run)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        params: list[nn.Parameter],
+        *,
+        noise_multiplier: float,
+        clip: float,
+        batch_size: int,
+        autocast: torch.dtype | None = None,
+    ) -> None:
+        by_id = {id(p): name for name, p in model.named_parameters()}
+        self.names = [by_id[id(p)] for p in params]
+        self.model = model
+        self.params = params
+        self.noise_multiplier = noise_multiplier
+        self.clip = clip
+        self.batch_size = batch_size
+        self.autocast = autocast
+        self.d = sum(p.numel() for p in params)
+        self._per_sample = vmap(
+            grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
+        )
+
+    def _sample_loss(
+        self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
+    ) -> Tensor:
+        if self.autocast is None:
+            out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
+        else:
+            with torch.autocast(x.device.type, dtype=self.autocast):
+                out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
+        return nn.functional.cross_entropy(out.float(), y.unsqueeze(0))
+
+    def divisor(self, n_local: int) -> int:
+        """B: the batch size (the whole local set when batch_size is 0 or exceeds it)."""
+        if self.batch_size == 0 or self.batch_size >= n_local:
+            return n_local
+        return self.batch_size
+
+    def noise_std(self, n_local: int) -> float:
+        """Std of the noise in each coordinate of g_tilde: sigma * C / B."""
+        return self.noise_multiplier * self.clip / self.divisor(n_local)
+
+    def per_sample_grads(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """Unclipped per-sample gradients, one (B, *shape) tensor per parameter (tests, benches)."""
+        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
+        frozen = self._frozen(trainable)
+        grads = self._per_sample(trainable, frozen, x, y)
+        return [grads[n] for n in self.names]
+
+    def _frozen(self, trainable: dict[str, Tensor]) -> dict[str, Tensor]:
+        frozen = {n: p.detach() for n, p in self.model.named_parameters() if n not in trainable}
+        frozen.update(dict(self.model.named_buffers()))
+        return frozen
+
+    def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """sum_j clip(g_j): chunked over the batch, never a Python loop over samples."""
+        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
+        frozen = self._frozen(trainable)
+        total = [torch.zeros_like(p) for p in self.params]
+        step = chunk_size(self.d, max(1, x.shape[0]))
+        for start in range(0, x.shape[0], step):
+            grads = self._per_sample(
+                trainable, frozen, x[start : start + step], y[start : start + step]
+            )
+            flat = [grads[n].flatten(1) for n in self.names]
+            norms = torch.linalg.vector_norm(torch.cat(flat, dim=1), dim=1)
+            factors = clip_factors(norms, self.clip)
+            for acc, g in zip(total, (grads[n] for n in self.names), strict=True):
+                acc.add_(torch.tensordot(factors.to(g.dtype), g, dims=1))
+        return total
+
+    def __call__(
+        self, x: Tensor, y: Tensor, *, n_local: int, generator: torch.Generator
+    ) -> list[Tensor]:
+        """g_tilde = (sum_j clip(g_j) + N(0, sigma^2 C^2 I)) / B."""
+        total = self.clipped_sum(x, y)
+        std = self.noise_multiplier * self.clip
+        if std > 0:
+            for acc in total:
+                noise = torch.randn(
+                    acc.shape, generator=generator, device=acc.device, dtype=acc.dtype
+                )
+                acc.add_(noise, alpha=std)
+        torch._foreach_div_(total, float(self.divisor(n_local)))
+        return total
+
+
+def noise_generator(device: torch.device, client_key: int) -> torch.Generator:
+    """The noise stream of one client in one round (derived from the (seed, round, client) key)."""
+    return torch.Generator(device=device).manual_seed(client_key ^ NOISE_STREAM)
+
+
+def poisson_batches(
+    samples: Tensor, local_steps: int, rate: float, generator: torch.Generator
+) -> list[Tensor]:
+    """K batches, each sample included independently with probability q (exact Poisson
+    subsampling, `privacy.sampling: poisson`); batch sizes vary, possibly empty."""
+    n = samples.numel()
+    masks = torch.rand(local_steps, n, generator=generator) < rate
+    return [samples[m.to(samples.device)] for m in masks]
+
+
+GradientFn = Callable[[Tensor, Tensor], list[Tensor]]

@@ -1,0 +1,122 @@
+"""What the engine needs to run a config privately: the resolved noise multiplier (calibrated
+when `target_epsilon` is set), the accountant's inputs, and the per-step gradient mechanism."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from fedbench.config import PrivacyConfig, RunConfig
+from fedbench.errors import FedbenchError
+from fedbench.privacy.accounting import (
+    calibrate_noise,
+    client_epsilons,
+    client_steps,
+    sampling_rate,
+    worst_epsilon,
+)
+from fedbench.privacy.mechanism import PrivateGradient, check_no_batchnorm
+
+
+@dataclass(frozen=True)
+class PrivacyPlan:
+    config: PrivacyConfig
+    #: sigma actually used: privacy.noise_multiplier, or the one calibrated to target_epsilon.
+    noise_multiplier: float
+    rates: list[float]
+    schedule: list[list[int]]
+    local_steps: int
+    #: Privatised gradients per local step (2 for DP-FedSAM).
+    gradients_per_step: int
+    batch_size: int
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.rates)
+
+    def steps(self, rounds_done: int | None = None) -> list[int]:
+        schedule = self.schedule if rounds_done is None else self.schedule[:rounds_done]
+        return client_steps(schedule, self.num_clients, self.local_steps, self.gradients_per_step)
+
+    def epsilon(self, rounds_done: int | None = None) -> float:
+        """Worst client's epsilon after `rounds_done` rounds (default: the whole run)."""
+        return worst_epsilon(
+            self.noise_multiplier,
+            self.rates,
+            self.steps(rounds_done),
+            self.config.delta,
+            self.config.accountant,
+        )
+
+    def client_epsilons(self) -> list[float]:
+        return client_epsilons(
+            self.noise_multiplier,
+            self.rates,
+            self.steps(),
+            self.config.delta,
+            self.config.accountant,
+        )
+
+    def mechanism(
+        self, model: nn.Module, params: list[nn.Parameter], autocast: torch.dtype | None = None
+    ) -> PrivateGradient:
+        return PrivateGradient(
+            model,
+            params,
+            noise_multiplier=self.noise_multiplier,
+            clip=self.config.clip,
+            batch_size=self.batch_size,
+            autocast=autocast,
+        )
+
+
+def make_plan(
+    cfg: RunConfig,
+    client_sizes: Sequence[int],
+    schedule: list[list[int]],
+    gradients_per_step: int = 1,
+) -> PrivacyPlan:
+    """Accountant inputs from the known-in-advance schedule; calibrates sigma if asked."""
+    privacy = cfg.privacy
+    if privacy is None:
+        raise FedbenchError(f"algorithm {cfg.algorithm.name} needs a privacy section")
+    rates = [sampling_rate(cfg.fl.batch_size, n) for n in client_sizes]
+    sigma = privacy.noise_multiplier
+    if privacy.target_epsilon is not None:
+        steps = client_steps(schedule, len(client_sizes), cfg.fl.local_steps, gradients_per_step)
+        sigma = calibrate_noise(
+            privacy.target_epsilon, rates, steps, privacy.delta, privacy.accountant
+        )
+    return PrivacyPlan(
+        config=privacy,
+        noise_multiplier=sigma,
+        rates=rates,
+        schedule=schedule,
+        local_steps=cfg.fl.local_steps,
+        gradients_per_step=gradients_per_step,
+        batch_size=cfg.fl.batch_size,
+    )
+
+
+def plan_privacy(
+    cfg: RunConfig,
+    model: nn.Module,
+    algorithm_cls: type,
+    client_sizes: Sequence[int],
+    schedule: list[list[int]],
+) -> PrivacyPlan | None:
+    """None for a non-private run; else checks the model and builds the plan (setup hook)."""
+    requires = getattr(algorithm_cls, "requires_privacy", False)
+    if cfg.privacy is None:
+        if requires:
+            raise FedbenchError(
+                f"algorithm {cfg.algorithm.name} needs a privacy section "
+                "(e.g. --set privacy.noise_multiplier=1.0)"
+            )
+        return None
+    check_no_batchnorm(model, cfg.model.name)
+    per_step = int(getattr(algorithm_cls, "gradients_per_step", 1))
+    return make_plan(cfg, client_sizes, schedule, per_step)
