@@ -67,7 +67,7 @@ class BlockPartition:
                 sizes = torch.tensor(groups, device=block_means.device)
                 rows = local.repeat_interleave(sizes)
                 width = shape.numel() // len(rows)
-                out.append(rows.unsqueeze(1).expand(len(rows), width).reshape(shape))
+                out.append(rows.unsqueeze(1).expand(len(rows), width).reshape(shape).contiguous())
                 offset += len(groups)
         return out
 

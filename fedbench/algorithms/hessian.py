@@ -64,3 +64,11 @@ def hessian_partition(spec: ParamSpec) -> BlockPartition:
     shapes = [torch.Size(s) for s in spec.shapes]
     groups = [row_groups(spec, n, s) for n, s in zip(spec.names, shapes, strict=True)]
     return BlockPartition(shapes, groups)
+
+
+def block_layout(spec: ParamSpec, kind: str = "hessian") -> list[tuple[str, tuple[int, ...], int]]:
+    """(name, shape, number of blocks) per trainable tensor under `blocks: kind`."""
+    from fedbench.algorithms.blocks import build_partition
+
+    counts = build_partition(kind, spec.shapes, spec).block_counts()
+    return [(n, tuple(s), c) for n, s, c in zip(spec.names, spec.shapes, counts, strict=True)]

@@ -47,6 +47,15 @@ def param_spec(model: nn.Module) -> ParamSpec:
     return ParamSpec(names=[n for n, _ in named], shapes=[p.shape for _, p in named], heads=heads)
 
 
+def model_and_spec(cfg: RunConfig) -> ParamSpec:
+    """The ParamSpec of the configured model on the configured data (`fedbench blocks`)."""
+    data = load_dataset(cfg.data)
+    input_shape = data.input_shape
+    if cfg.data.image_size is not None and len(input_shape) == 3:
+        input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
+    return param_spec(build_model(cfg.model, input_shape, data.num_classes))
+
+
 @dataclass
 class RunSetup:
     cfg: RunConfig
