@@ -36,7 +36,7 @@ def test_tinyimagenet_folder_loads_as_uint8_and_caches(tmp_path):
 
 
 def test_tinyimagenet_missing_is_a_clean_error(tmp_path):
-    with pytest.raises(FedbenchError, match="tiny-imagenet-200.zip"):
+    with pytest.raises(FedbenchError, match=r"tiny-imagenet-200\.zip"):
         load_dataset(DataConfig(name="tinyimagenet", root=str(tmp_path)))
 
 

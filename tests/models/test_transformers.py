@@ -89,7 +89,7 @@ def test_swin_micro_forward_and_lora_targets():
     [("swin_tiny", "swin_tiny_patch4_window7_224_22k.pth"), ("vit_base", "vit_base_patch16_224")],
 )
 def test_missing_pretrained_weights_offline_is_one_clean_line(run_cli, tmp_path, model, expected):
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         "train", "--set", f"model.name={model}", "--set", "model.pretrained=true",
         "--set", "data.image_size=224", "--out", str(tmp_path),
     )  # fmt: skip
@@ -163,7 +163,7 @@ def test_quick_table3_round_trip_trains_only_lora_and_head(run_cli, tmp_path):
         "--set",
         "algorithm.lr=0.01",
     ]
-    code, out, err = run_cli("train", *args, "--out", str(tmp_path / "out"), "--save-model")
+    code, _, err = run_cli("train", *args, "--out", str(tmp_path / "out"), "--save-model")
     assert code == 0, err
     run = next((tmp_path / "out" / "runs").iterdir())
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
