@@ -70,6 +70,7 @@ def _pretrained_roberta(cfg: ModelConfig, num_classes: int) -> nn.Module:
         return RobertaForSequenceClassification.from_pretrained(
             str(source) if source else HF_ROBERTA,
             num_labels=num_classes,
+            ignore_mismatched_sizes=True,  # the classifier is new for the task's classes
             **({"local_files_only": True} if source is not None else {}),
         )
     except OSError as exc:
