@@ -63,6 +63,28 @@ def train(
         raise typer.Exit(1)
 
 
+@app.command()
+def blocks(
+    model: Annotated[str, typer.Argument(help="A model name (fedbench list models).")],
+    set_: SetOption = None,
+    kind: Annotated[str, typer.Option("--kind", help="tensor | hessian | global")] = "hessian",
+) -> None:
+    """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B."""
+    from fedbench.algorithms.hessian import block_layout
+    from fedbench.config import load_run_config
+    from fedbench.engine.setup import model_and_spec
+
+    cfg = load_run_config(None, [f"model.name={model}", *(set_ or [])])
+    spec = model_and_spec(cfg)
+    rows = block_layout(spec, kind)
+    _list_table(
+        f"{model}: blocks: {kind}",
+        ["parameter", "shape", "blocks"],
+        [[n, "x".join(map(str, s)), str(c)] for n, s, c in rows],
+    )
+    console.print(f"d {spec.d}  tensors {len(rows)}  B {sum(c for *_, c in rows)}", highlight=False)
+
+
 def _first_line(doc: str | None) -> str:
     lines = (doc or "").strip().splitlines()
     return lines[0] if lines else ""

@@ -47,7 +47,8 @@ class BlockPartition:
                 parts.append(t.mean().reshape(1))
             else:
                 # Every row has the same size, so a block mean is the mean of its row means.
-                row_means = t.reshape(t.shape[0], -1).mean(dim=1)
+                # Rows: sum(groups) of them (dim 0, or the token dim of a (1, N, D) table).
+                row_means = t.reshape(sum(groups), -1).mean(dim=1)
                 parts.append(torch.stack([seg.mean() for seg in row_means.split(groups)]))
         return torch.cat(parts)
 
@@ -65,14 +66,19 @@ class BlockPartition:
                 local = block_means[offset : offset + len(groups)]
                 sizes = torch.tensor(groups, device=block_means.device)
                 rows = local.repeat_interleave(sizes)
-                out.append(rows.reshape(-1, *([1] * (len(shape) - 1))).expand(shape).clone())
+                width = shape.numel() // len(rows)
+                out.append(rows.unsqueeze(1).expand(len(rows), width).reshape(shape).contiguous())
                 offset += len(groups)
         return out
 
 
-def build_partition(kind: str, shapes: list[torch.Size]) -> BlockPartition:
-    """The `blocks:` setting of fedadamw: tensor | global (hessian needs model roles)."""
+def build_partition(kind: str, shapes: list[torch.Size], spec=None) -> BlockPartition:
+    """The `blocks:` setting of fedadamw: tensor | global | hessian (needs the ParamSpec)."""
     shapes = [torch.Size(s) for s in shapes]
+    if kind == "hessian" and spec is not None:
+        from fedbench.algorithms.hessian import hessian_partition
+
+        return hessian_partition(spec)
     if kind == "tensor":
         return BlockPartition(shapes, [None] * len(shapes))
     if kind == "global":

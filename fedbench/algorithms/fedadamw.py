@@ -60,7 +60,7 @@ class FedAdamW(Algorithm):
 
     def __init__(self, params: FedAdamWConfig, spec: ParamSpec, *, num_clients: int) -> None:
         super().__init__(params, spec, num_clients=num_clients)
-        self.partition = build_partition(params.blocks, spec.shapes)
+        self.partition = build_partition(params.blocks, spec.shapes, spec)
 
     # --- communication --------------------------------------------------------------------------
     def _v_floats(self) -> int:

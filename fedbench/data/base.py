@@ -33,6 +33,11 @@ class Dataset:
     augment: Augment | None = None
     #: For `partition.kind: natural`: the client id of each training sample.
     client_train: np.ndarray | None = None
+    #: Applied on the device to every batch (train, after `augment`, and eval), e.g. turning
+    #: uint8 images into normalised floats; must leave already-prepared batches unchanged.
+    prepare: Callable[[Tensor], Tensor] | None = None
+    #: What `test_acc` measures: accuracy (%) or mcc (Matthews correlation x 100, GLUE CoLA).
+    metric: str = "accuracy"
 
     @property
     def input_shape(self) -> tuple[int, ...]:

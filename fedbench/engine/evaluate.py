@@ -24,12 +24,15 @@ def evaluate(
     y: Tensor,
     batch_size: int,
     prepare: Callable[[Tensor], Tensor] | None = None,
+    metric: str = "accuracy",
 ) -> tuple[float, float]:
-    """(accuracy in %, mean cross-entropy) of `model` on (x, y)."""
+    """(accuracy in %, mean cross-entropy) of `model` on (x, y); with metric "mcc" the first
+    value is the Matthews correlation x 100 (GLUE CoLA)."""
     was_training = model.training
     model.eval()
     loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
     correct = torch.zeros((), dtype=torch.int64, device=x.device)
+    predictions: list[Tensor] = []
     for start in range(0, len(y), batch_size):
         xb, yb = x[start : start + batch_size], y[start : start + batch_size]
         if prepare is not None:
@@ -37,6 +40,12 @@ def evaluate(
         logits = model(xb).float()
         loss_sum += nn.functional.cross_entropy(logits, yb, reduction="sum").double()
         correct += (logits.argmax(dim=1) == yb).sum()
+        predictions.append(logits.argmax(dim=1))
     model.train(was_training)
     n = max(len(y), 1)
+    if metric == "mcc":
+        from sklearn.metrics import matthews_corrcoef
+
+        pred = torch.cat(predictions).cpu().numpy() if predictions else np.zeros(0)
+        return 100.0 * float(matthews_corrcoef(y.cpu().numpy(), pred)), loss_sum.item() / n
     return 100.0 * correct.item() / n, loss_sum.item() / n

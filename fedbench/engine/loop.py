@@ -167,7 +167,7 @@ class Engine:
         s, cfg = self.s, self.cfg
         self._load_global()
         acc, test_loss = evaluate(
-            s.model, s.data.x_test, s.data.y_test, cfg.eval.batch_size, s.prepare
+            s.model, s.data.x_test, s.data.y_test, cfg.eval.batch_size, s.prepare, s.data.metric
         )
         idx = self.train_eval_idx
         _, train_loss = evaluate(

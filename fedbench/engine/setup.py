@@ -38,11 +38,23 @@ def resolve_device(name: str) -> torch.device:
 def param_spec(model: nn.Module) -> ParamSpec:
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     heads = {}
+    # Every parameter inside an attention module (timm `num_heads`, HF `num_attention_heads`)
+    # gets its head count; the innermost such module wins (named_modules lists parents first).
     for module_name, module in model.named_modules():
-        if hasattr(module, "num_heads"):
-            for pname, _ in module.named_parameters(recurse=False):
-                heads[f"{module_name}.{pname}" if module_name else pname] = int(module.num_heads)
+        count = getattr(module, "num_heads", None) or getattr(module, "num_attention_heads", None)
+        if isinstance(count, int):
+            for pname, _ in module.named_parameters():
+                heads[f"{module_name}.{pname}" if module_name else pname] = count
     return ParamSpec(names=[n for n, _ in named], shapes=[p.shape for _, p in named], heads=heads)
+
+
+def model_and_spec(cfg: RunConfig) -> ParamSpec:
+    """The ParamSpec of the configured model on the configured data (`fedbench blocks`)."""
+    data = load_dataset(cfg.data)
+    input_shape = data.input_shape
+    if cfg.data.image_size is not None and len(input_shape) == 3:
+        input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
+    return param_spec(build_model(cfg.model, input_shape, data.num_classes))
 
 
 @dataclass
@@ -77,6 +89,14 @@ def _resizer(size: int | None, input_shape: tuple[int, ...]) -> Callable[[Tensor
     return prepare
 
 
+def _compose(
+    first: Callable[[Tensor], Tensor] | None, second: Callable[[Tensor], Tensor] | None
+) -> Callable[[Tensor], Tensor] | None:
+    if first is None or second is None:
+        return first or second
+    return lambda x: second(first(x))
+
+
 def _check_unsupported(cfg: RunConfig) -> None:
     if cfg.runtime.engine != "sequential":
         raise FedbenchError(
@@ -93,7 +113,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     labels = data.y_train.numpy()
     parts = partition(labels, cfg.partition, data.num_classes, data.client_train)
     torch.manual_seed(cfg.seed)  # model initialisation depends on the run seed only
-    prepare = _resizer(cfg.data.image_size, data.input_shape)
+    prepare = _compose(data.prepare, _resizer(cfg.data.image_size, data.input_shape))
     input_shape = data.input_shape
     if prepare is not None:
         input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)

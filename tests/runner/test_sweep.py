@@ -23,6 +23,11 @@ def tiny_plan(**changes):
 def test_end_to_end_tiny_sweep_skip_and_report(tmp_path: Path):
     data = tiny_table_data()
     data["methods"]["Hessian"] = {"algorithm": {"name": "fedadamw", "blocks": "hessian"}}
+    # Refused before training (per-sample clipping cannot run through BatchNorm): unsupported.
+    data["methods"]["DP on BN"] = {
+        "model": {"name": "resnet18", "norm": "bn"},
+        "algorithm": {"name": "dp_fedavg"},
+    }
     data["methods"]["Exploding"] = {
         "algorithm": {"name": "fedavg", "lr": 1.0e38, "weight_decay": 0}
     }
@@ -32,20 +37,21 @@ def test_end_to_end_tiny_sweep_skip_and_report(tmp_path: Path):
     assert statuses == {
         "Local SGD": "completed",
         "FedAdamW": "completed",
-        "Hessian": "unsupported",
+        "Hessian": "completed",
+        "DP on BN": "unsupported",
         "Exploding": "diverged",
     }
     assert result.exit_code == 1 and len(result.problems) == 2
     assert all("Exploding" in what for what, _ in result.problems)
     for run in plan.runs:
-        if run.method in ("Local SGD", "FedAdamW"):
+        if run.method in ("Local SGD", "FedAdamW", "Hessian"):
             assert (tmp_path / "runs" / run.run_id / "summary.json").is_file()
 
     report = build_report(result.folder)
     names = {f.name for f in report.files}
     assert names == {"summary.csv", "table.csv", "table.md", "table.tex", "curves.png"}
     table_md = (result.folder / "table.md").read_text()
-    assert "needs blocks: hessian" in table_md
+    assert "unsupported: " in table_md and "BatchNorm" in table_md
     assert "diverged" in table_md
     summary = report.summary
     acc = summary[(summary["method"] == "FedAdamW") & (summary["metric"] == "test_acc")].iloc[0]
@@ -59,7 +65,7 @@ def test_end_to_end_tiny_sweep_skip_and_report(tmp_path: Path):
     again = run_sweep(plan, tmp_path, workers=1)
     for run in plan.runs:
         outcome = again.outcomes[run.run_id]
-        assert outcome.cached == (run.method != "Hessian")
+        assert outcome.cached == (run.method != "DP on BN")
     plan_json = json.loads((result.folder / "plan.json").read_text())
     assert {r["status"] for r in plan_json["runs"]} == {"completed", "unsupported", "diverged"}
 
