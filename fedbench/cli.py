@@ -19,7 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
+# Off a terminal (logs, CI) rich would wrap at 80 columns; tables read better wider.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 SetOption = Annotated[

@@ -155,19 +155,30 @@ def config_roots() -> list[Path]:
     return unique
 
 
+#: Sub-folders of a config root that hold tables, by kind: the FedAdamW tables at the top, the
+#: DP-FedAdamW and FedAdamom papers' tables in their own folders.
+TABLE_FOLDERS: dict[str, tuple[str, ...]] = {
+    "table": ("", "dp", "fedadamom"),
+    "ablation": ("ablations",),
+}
+
+
+def _table_folders(kind: Literal["table", "ablation"]) -> list[Path]:
+    return [root / sub if sub else root for root in config_roots() for sub in TABLE_FOLDERS[kind]]
+
+
 def find_table(name: str, kind: Literal["table", "ablation"] = "table") -> Path:
-    """TABLE as a path, else configs/<name>.yaml (ablations: configs/ablations/<name>.yaml) in the
-    current folder, the source checkout, then the installed package's data."""
+    """TABLE as a path, else <name>.yaml in configs/ (tables: also configs/dp/, configs/fedadamom/;
+    ablations: configs/ablations/) of the current folder, the source checkout, then the package."""
     as_path = Path(name)
     if as_path.suffix in (".yaml", ".yml") or as_path.is_file():
         if as_path.is_file():
             return as_path
         raise FedbenchError(f"table config {name} not found")
-    sub = "ablations/" if kind == "ablation" else ""
     tried = []
-    for root in config_roots():
-        candidate = root / f"{sub}{name}.yaml"
-        tried.append(str(candidate.parent))
+    for folder in _table_folders(kind):
+        candidate = folder / f"{name}.yaml"
+        tried.append(str(folder))
         if candidate.is_file():
             return candidate
     known = ", ".join(list_tables(kind)) or "none"
@@ -176,12 +187,9 @@ def find_table(name: str, kind: Literal["table", "ablation"] = "table") -> Path:
 
 def list_tables(kind: Literal["table", "ablation"] = "table") -> list[str]:
     names: set[str] = set()
-    for root in config_roots():
-        folder = root / "ablations" if kind == "ablation" else root
+    for folder in _table_folders(kind):
         if folder.is_dir():
-            for path in folder.glob("*.yaml"):
-                if path.stem != "demo":
-                    names.add(path.stem)
+            names.update(path.stem for path in folder.glob("*.yaml") if path.stem != "demo")
     return sorted(names)
 
 
