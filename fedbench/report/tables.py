@@ -132,12 +132,12 @@ def _with_setting_json(summary: pd.DataFrame, table: TableConfig) -> pd.DataFram
 
 def layout(summary: pd.DataFrame, table: TableConfig) -> tuple[pd.DataFrame, dict[str, str]]:
     """The paper's layout: one row per method; per column and metric, our cell and the paper's.
-    Also returns, per header, the method whose mean is best (for bold)."""
+    Also returns, per header, the methods whose mean is best (bold; ties share it)."""
     summary = _with_setting_json(summary, table)
     columns = _columns(summary, table)
     methods = list(dict.fromkeys(summary["method"]))
     data: dict[str, list[str]] = {"method": methods}
-    best: dict[str, str] = {}
+    best: dict[str, set[str]] = {}
     for header, setting_json, metric in columns:
         ours, theirs, means = [], [], []
         for method in methods:
@@ -153,11 +153,14 @@ def layout(summary: pd.DataFrame, table: TableConfig) -> tuple[pd.DataFrame, dic
         valid = [(m, method) for m, method in zip(means, methods, strict=True) if not math.isnan(m)]
         if len(valid) > 1:
             pick = min if metric in LOWER_IS_BETTER else max
-            best[header] = pick(valid)[1]
+            top = pick(m for m, _ in valid)
+            winners = {method for m, method in valid if m == top}
+            if len(winners) < len(valid):  # ties share the bold; all equal means no winner
+                best[header] = winners
     return pd.DataFrame(data), best
 
 
-def to_markdown(wide: pd.DataFrame, best: dict[str, str], title: str) -> str:
+def to_markdown(wide: pd.DataFrame, best: dict[str, set[str]], title: str) -> str:
     headers = list(wide.columns)
     lines = [f"# {title}", "", "| " + " | ".join(headers) + " |"]
     lines.append("|" + "|".join(["---"] * len(headers)) + "|")
@@ -165,7 +168,7 @@ def to_markdown(wide: pd.DataFrame, best: dict[str, str], title: str) -> str:
         cells = []
         for header in headers:
             text = str(row[header])
-            if best.get(header) == row["method"] and text:
+            if row["method"] in best.get(header, ()) and text:
                 text = f"**{text}**"
             cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
@@ -184,7 +187,7 @@ def _tex_escape(text: str) -> str:
     return text.replace("±", r"$\pm$")
 
 
-def to_latex(wide: pd.DataFrame, best: dict[str, str], title: str) -> str:
+def to_latex(wide: pd.DataFrame, best: dict[str, set[str]], title: str) -> str:
     """booktabs; our cells only (the paper's numbers are in table.md / table.csv); best in bold."""
     headers = [h for h in wide.columns if h != "method" and not h.endswith(" (paper)")]
     lines = [
@@ -200,7 +203,7 @@ def to_latex(wide: pd.DataFrame, best: dict[str, str], title: str) -> str:
         cells = [_tex_escape(str(row["method"]))]
         for header in headers:
             text = _tex_escape(str(row[header]))
-            if best.get(header) == row["method"] and text:
+            if row["method"] in best.get(header, ()) and text:
                 text = rf"\textbf{{{text}}}"
             cells.append(text)
         lines.append(" & ".join(cells) + r" \\")
@@ -208,7 +211,7 @@ def to_latex(wide: pd.DataFrame, best: dict[str, str], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_rich(wide: pd.DataFrame, best: dict[str, str], title: str) -> Table:
+def to_rich(wide: pd.DataFrame, best: dict[str, set[str]], title: str) -> Table:
     out = Table(title=title)
     headers = [h for h in wide.columns if not h.endswith(" (paper)")]
     for header in headers:
@@ -219,7 +222,7 @@ def to_rich(wide: pd.DataFrame, best: dict[str, str], title: str) -> Table:
             text = str(row[header])
             if header != "method":
                 paper = str(row[f"{header} (paper)"])
-                if best.get(header) == row["method"] and text:
+                if row["method"] in best.get(header, ()) and text:
                     text = f"[bold]{text}[/bold]"
                 if paper:
                     text += f" [dim]({paper.split(' ± ')[0]})[/dim]"

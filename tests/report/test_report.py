@@ -105,6 +105,7 @@ def test_report_recomputes_mean_and_sample_std(table_folder: Path):
     assert "73.83 ± 5.39 (1 diverged)" in md  # mean/std of 70, 71.5, 80
     assert "**73.83 ± 5.39 (1 diverged)**" in md  # best in the column
     assert "66.12 ± 0.10" in md
+    assert "1.00 ± 0.00" in md and "**1.00" not in md  # a tie of every row: no bold
     assert "1 failed" in md
     tex = (table_folder / "table.tex").read_text()
     assert r"\toprule" in tex and r"\textbf{73.83 $\pm$ 5.39" in tex
