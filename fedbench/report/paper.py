@@ -69,10 +69,35 @@ def _same(a: Any, b: Any) -> bool:
         return str(a).strip().lower() == str(b).strip().lower()
 
 
+#: data.name -> the papers' dataset labels (GLUE tasks also give the `task` setting key).
+DATASET_LABELS = {
+    "cifar10": "CIFAR-10",
+    "cifar100": "CIFAR-100",
+    "tinyimagenet": "Tiny-ImageNet",
+    "femnist": "FEMNIST",
+    "celeba": "CelebA",
+    "shakespeare": "Shakespeare",
+}
+
+
+#: GLUE task names as the papers' tables spell them, where they differ from ours.
+GLUE_TASK_LABELS = {"sst2": "sst-2"}
+
+
+def _dataset_setting(name: str) -> dict[str, str]:
+    if name.startswith("glue/"):
+        task = name.split("/", 1)[1]
+        return {"dataset": "GLUE", "task": GLUE_TASK_LABELS.get(task, task)}
+    return {"dataset": DATASET_LABELS.get(name, name)}
+
+
 def paper_setting(ref: PaperRef, setting: dict[str, Any]) -> dict[str, Any]:
     """Our column (dotted key -> value) in the paper's terms (setting key -> label)."""
     out: dict[str, Any] = {}
     for key, value in setting.items():
+        if key == "data.name" and key not in ref.columns:
+            out.update(_dataset_setting(str(value)))
+            continue
         paper_key = ref.columns.get(key) or DEFAULT_COLUMNS.get(key)
         if paper_key is None:
             continue
@@ -91,12 +116,14 @@ def paper_value(
     df = load_paper_table(ref.table)
     label = ref.rows.get(method, method)
     rows = df[(df["method"] == label) & (df["metric"] == ref.metrics.get(metric, metric))]
-    ours = paper_setting(ref, setting)
+    ours = {**ref.where, **paper_setting(ref, setting)}
     matches = []
     for _, row in rows.iterrows():
         theirs = parse_setting(row["setting"])
         if row["model"]:
             theirs["model"] = row["model"]
+        if row["dataset"]:
+            theirs["dataset"] = row["dataset"]
         if all(_same(theirs[k], v) for k, v in ours.items() if k in theirs):
             matches.append(row)
     if len(matches) != 1:

@@ -56,6 +56,11 @@ class PaperRef(Strict):
         default_factory=dict, description="dotted key -> {our value: paper's label}"
     )
     metrics: dict[str, str] = Field(default_factory=dict, description="our metric -> paper's")
+    where: dict[str, str] = Field(
+        default_factory=dict,
+        description="paper setting key -> label fixed for the whole table (e.g. model: ResNet-18 "
+        "when the paper table mixes models that our config keeps in `base`)",
+    )
 
 
 class TableConfig(Strict):

@@ -149,6 +149,18 @@ def test_paper_tables_ship_with_the_package():
         load_paper_table("nope")
 
 
+def test_dataset_columns_map_to_the_papers_dataset_and_glue_task():
+    swin = PaperRef(table="fedadamw_table2")
+    assert paper_value(swin, "FedAdamW", {"data.name": "cifar100"}, "test_acc") == (85.85, 0.08)
+    assert paper_value(swin, "FedAdamW", {"data.name": "tinyimagenet"}, "test_acc")[0] == 85.23
+    glue = PaperRef(table="fedadamw_table3")
+    assert paper_value(glue, "FedAdamW", {"data.name": "glue/cola"}, "test_acc") == (58.21, 0.15)
+    assert not math.isnan(paper_value(glue, "FedAdamW", {"data.name": "glue/sst2"}, "test_acc")[0])
+    dp = PaperRef(table="dp_fedadamw_table2", where={"model": "ResNet-18"})
+    cell = {"data.name": "cifar100", "partition.alpha": 0.1}
+    assert paper_value(dp, "DP-FedAdamW", cell, "test_acc") == (33.55, 0.50)
+
+
 def test_report_of_a_non_table_folder_is_a_one_line_error(tmp_path: Path):
     with pytest.raises(FedbenchError, match="not a table folder"):
         build_report(tmp_path)
