@@ -1,0 +1,70 @@
+"""The in-memory dataset every run trains on, and the dataset registry.
+
+A dataset is four tensors (train/test inputs and labels) held in memory on the run's device; a
+batch is drawn by indexing, and augmentation runs on tensors, so there are no DataLoader workers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedbench.config import DataConfig
+from fedbench.registry import Registry
+
+#: A train-time augmentation: (batch, generator) -> augmented batch, on the batch's device.
+Augment = Callable[[Tensor, torch.Generator], Tensor]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    x_train: Tensor
+    y_train: Tensor
+    x_test: Tensor
+    y_test: Tensor
+    num_classes: int
+    augment: Augment | None = None
+    #: For `partition.kind: natural`: the client id of each training sample.
+    client_train: np.ndarray | None = None
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+    @property
+    def n_train(self) -> int:
+        return int(self.y_train.shape[0])
+
+    def to(self, device: torch.device) -> Dataset:
+        return replace(
+            self,
+            x_train=self.x_train.to(device),
+            y_train=self.y_train.to(device),
+            x_test=self.x_test.to(device),
+            y_test=self.y_test.to(device),
+        )
+
+
+DATASETS: Registry[Callable[[DataConfig], Dataset]] = Registry("dataset")
+
+
+def data_root(cfg: DataConfig) -> Path:
+    """data.root, else $FEDBENCH_DATA, else ~/.cache/fedbench/data."""
+    if cfg.root:
+        return Path(cfg.root).expanduser()
+    env = os.environ.get("FEDBENCH_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "fedbench" / "data"
+
+
+def load_dataset(cfg: DataConfig) -> Dataset:
+    """Build the configured dataset on the CPU (the engine moves it to the run's device)."""
+    return DATASETS.get(cfg.name)(cfg)

@@ -1,0 +1,124 @@
+"""Splitting the training set over clients (numpy, seeded by partition.seed only).
+
+- dirichlet (FedAdamW's scheme, Hsu et al. 2019): client c's class mix p_c ~ Dir(alpha), equal
+  client sizes, every sample used at most once; when a class runs out, the client's remaining
+  draws renormalise over the classes that still have samples.
+- dirichlet_label (NIID-Bench / Flower): each class split over clients ~ Dir(alpha); unequal sizes.
+- iid: a seeded shuffle cut into equal parts.
+- natural: the client ids shipped with the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedbench.config import PartitionConfig
+from fedbench.errors import FedbenchError
+
+#: dirichlet_label redraws at most this many times before repairing the smallest clients.
+MAX_REDRAWS = 100
+
+
+def partition(
+    labels: np.ndarray,
+    cfg: PartitionConfig,
+    num_classes: int,
+    client_ids: np.ndarray | None = None,
+) -> list[np.ndarray]:
+    """Indices of each client's training samples (sorted), one array per client."""
+    rng = np.random.default_rng(cfg.seed)
+    n = len(labels)
+    if cfg.kind == "natural":
+        return _natural(cfg, client_ids)
+    if cfg.clients > n:
+        raise FedbenchError(f"partition.clients is {cfg.clients} but the training set has only {n} samples")
+    size = cfg.samples_per_client or n // cfg.clients
+    if cfg.kind in ("dirichlet", "iid") and size * cfg.clients > n:
+        raise FedbenchError(
+            f"partition.samples_per_client {size} x {cfg.clients} clients exceeds the {n} training "
+            "samples; lower samples_per_client or clients"
+        )
+    if cfg.kind == "iid":
+        perm = rng.permutation(n)
+        return [np.sort(perm[c * size : (c + 1) * size]) for c in range(cfg.clients)]
+    if cfg.kind == "dirichlet":
+        return _dirichlet(labels, num_classes, cfg.clients, size, cfg.alpha, rng)
+    return _dirichlet_label(labels, num_classes, cfg.clients, cfg.alpha, rng)
+
+
+def _dirichlet(
+    labels: np.ndarray, num_classes: int, clients: int, size: int, alpha: float, rng: np.random.Generator
+) -> list[np.ndarray]:
+    pools = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
+    left = np.array([len(p) for p in pools])
+    taken = np.zeros(num_classes, dtype=np.int64)
+    proportions = rng.dirichlet(np.full(num_classes, alpha), size=clients)
+    out = []
+    for c in range(clients):
+        counts = np.zeros(num_classes, dtype=np.int64)
+        need = size
+        while need > 0:
+            # Draw the remaining samples from p_c restricted to the classes still available;
+            # draws that hit an exhausted class are redrawn in the next pass.
+            avail = left > 0
+            p = proportions[c] * avail
+            p = p / p.sum() if p.sum() > 0 else avail / avail.sum()
+            draw = np.minimum(rng.multinomial(need, p), left)
+            counts += draw
+            left -= draw
+            need -= int(draw.sum())
+        idx = [pools[k][taken[k] : taken[k] + counts[k]] for k in range(num_classes)]
+        taken += counts
+        out.append(np.sort(np.concatenate(idx)))
+    return out
+
+
+def _dirichlet_label(
+    labels: np.ndarray, num_classes: int, clients: int, alpha: float, rng: np.random.Generator
+) -> list[np.ndarray]:
+    n = len(labels)
+    min_size = max(1, min(10, n // (2 * clients)))
+    for _ in range(MAX_REDRAWS):
+        parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
+        for k in range(num_classes):
+            idx = rng.permutation(np.flatnonzero(labels == k))
+            cuts = (np.cumsum(rng.dirichlet(np.full(clients, alpha))) * len(idx)).astype(int)[:-1]
+            for c, chunk in enumerate(np.split(idx, cuts)):
+                parts[c].append(chunk)
+        out = [np.concatenate(p) for p in parts]
+        if min(len(o) for o in out) >= min_size:
+            return [np.sort(o) for o in out]
+    # Still too small after MAX_REDRAWS draws (tiny alpha, many clients): move samples from the
+    # largest clients to the smallest so the guard terminates.
+    out = [list(o) for o in out]
+    for small in sorted(range(clients), key=lambda c: len(out[c])):
+        while len(out[small]) < min_size:
+            big = max(range(clients), key=lambda c: len(out[c]))
+            out[small].append(out[big].pop())
+    return [np.sort(np.array(o, dtype=np.int64)) for o in out]
+
+
+def _natural(cfg: PartitionConfig, client_ids: np.ndarray | None) -> list[np.ndarray]:
+    if client_ids is None:
+        raise FedbenchError("partition.kind natural needs client ids in the data (npz: client_train)")
+    ids = np.unique(client_ids)
+    if len(ids) != cfg.clients:
+        raise FedbenchError(
+            f"partition.clients is {cfg.clients} but the data has {len(ids)} natural clients; "
+            f"set partition.clients={len(ids)}"
+        )
+    return [np.flatnonzero(client_ids == i) for i in ids]
+
+
+def describe(parts: list[np.ndarray], labels: np.ndarray, num_classes: int) -> dict:
+    """The content of partition.json."""
+    return {
+        "clients": [
+            {
+                "id": c,
+                "n": len(idx),
+                "class_counts": np.bincount(labels[idx], minlength=num_classes).tolist(),
+            }
+            for c, idx in enumerate(parts)
+        ]
+    }

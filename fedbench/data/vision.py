@@ -1,0 +1,159 @@
+"""Image datasets through torchvision's files: Fashion-MNIST, CIFAR-10, CIFAR-100.
+
+Images are decoded once into normalised float tensors; CIFAR trains with random crop 32 (pad 4)
+and horizontal flip on tensors. Fashion-MNIST is also found where Debian's
+`dataset-fashion-mnist` package installs it. A dataset that is absent and cannot be downloaded
+is a one-line error naming the paths searched and how to provide the files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedbench.config import DataConfig
+from fedbench.data.augment import random_crop_flip
+from fedbench.data.base import DATASETS, Dataset, data_root
+from fedbench.errors import FedbenchError
+
+DEBIAN_FMNIST = Path("/usr/share/datasets/fashion-mnist")
+FMNIST_FILES = {
+    "x_train": "train-images-idx3-ubyte",
+    "y_train": "train-labels-idx1-ubyte",
+    "x_test": "t10k-images-idx3-ubyte",
+    "y_test": "t10k-labels-idx1-ubyte",
+}
+STATS = {
+    "fmnist": ((0.2860,), (0.3530,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+}
+DOWNLOAD_TIMEOUT_S = 30
+
+
+def _missing(name: str, searched: list[Path], how: str) -> FedbenchError:
+    paths = ", ".join(str(p) for p in searched)
+    return FedbenchError(f"dataset {name} not found (searched {paths}) and it could not be downloaded; {how}")
+
+
+def _normalise(images: np.ndarray, name: str) -> torch.Tensor:
+    """uint8 N x H x W (x C) -> float N x C x H x W, scaled to [0, 1] and normalised."""
+    x = torch.from_numpy(images).float().div_(255.0)
+    x = x.unsqueeze(1) if x.ndim == 3 else x.permute(0, 3, 1, 2)
+    mean, std = (torch.tensor(v).view(1, -1, 1, 1) for v in STATS[name])
+    return ((x - mean) / std).contiguous()
+
+
+def _pad_value(name: str) -> torch.Tensor:
+    mean, std = (torch.tensor(v) for v in STATS[name])
+    return -mean / std
+
+
+def _download(fn) -> bool:
+    """Run a torchvision download with a timeout; False when the network is unreachable."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    try:
+        fn()
+        return True
+    except Exception:  # any network or integrity failure means "not available offline"
+        return False
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _read_idx(path: Path) -> np.ndarray:
+    """An IDX file (gzipped or not), the format of (Fashion-)MNIST."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def _find_idx_folder(candidates: list[Path]) -> Path | None:
+    for folder in candidates:
+        if all(
+            (folder / f).is_file() or (folder / f"{f}.gz").is_file() for f in FMNIST_FILES.values()
+        ):
+            return folder
+    return None
+
+
+def _idx(folder: Path, stem: str) -> np.ndarray:
+    plain = folder / stem
+    return _read_idx(plain if plain.is_file() else folder / f"{stem}.gz")
+
+
+@DATASETS.register("fmnist")
+def fmnist(cfg: DataConfig) -> Dataset:
+    root = data_root(cfg)
+    candidates = [root / "FashionMNIST" / "raw", root / "fashion-mnist", root, DEBIAN_FMNIST]
+    folder = _find_idx_folder(candidates)
+    if folder is None and cfg.download:
+        from torchvision.datasets import FashionMNIST
+
+        if _download(lambda: FashionMNIST(str(root), train=True, download=True)):
+            folder = _find_idx_folder(candidates)
+    if folder is None:
+        raise _missing(
+            "fmnist", candidates,
+            "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or put "
+            "the four *-idx*-ubyte.gz files under data.root/FashionMNIST/raw",
+        )
+    arrays = {key: _idx(folder, stem) for key, stem in FMNIST_FILES.items()}
+    return Dataset(
+        name="fmnist",
+        x_train=_normalise(arrays["x_train"], "fmnist"),
+        y_train=torch.from_numpy(arrays["y_train"].astype(np.int64)),
+        x_test=_normalise(arrays["x_test"], "fmnist"),
+        y_test=torch.from_numpy(arrays["y_test"].astype(np.int64)),
+        num_classes=10,
+    )
+
+
+def _cifar(cfg: DataConfig, name: str) -> Dataset:
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    cls, folder_name, classes = (
+        (CIFAR10, "cifar-10-batches-py", 10) if name == "cifar10" else (CIFAR100, "cifar-100-python", 100)
+    )
+    root = data_root(cfg)
+    folder = root / folder_name
+    if not folder.is_dir() and cfg.download:
+        _download(lambda: cls(str(root), train=True, download=True))
+    if not folder.is_dir():
+        raise _missing(
+            name, [folder],
+            f"download the CIFAR python version and extract {folder_name}/ under {root} "
+            "(or set data.root to the folder that holds it)",
+        )
+    try:
+        train, test = cls(str(root), train=True), cls(str(root), train=False)
+    except RuntimeError as exc:
+        raise FedbenchError(f"dataset {name} in {folder} is incomplete or corrupted ({exc}); extract it again") from None
+    augment = random_crop_flip(4, _pad_value(name)) if cfg.augment else None
+    return Dataset(
+        name=name,
+        x_train=_normalise(np.asarray(train.data), name),
+        y_train=torch.tensor(train.targets, dtype=torch.int64),
+        x_test=_normalise(np.asarray(test.data), name),
+        y_test=torch.tensor(test.targets, dtype=torch.int64),
+        num_classes=classes,
+        augment=augment,
+    )
+
+
+@DATASETS.register("cifar10")
+def cifar10(cfg: DataConfig) -> Dataset:
+    return _cifar(cfg, "cifar10")
+
+
+@DATASETS.register("cifar100")
+def cifar100(cfg: DataConfig) -> Dataset:
+    return _cifar(cfg, "cifar100")
