@@ -293,7 +293,9 @@ def train(
         folder.partition,
         describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),
     )
-    engine = Engine(setup, folder, console)
+    from fedbench.engine.vectorized import select_engine  # imports this module
+
+    engine = select_engine(setup, folder, console)
     try:
         summary = engine.run()
     except Exception as exc:

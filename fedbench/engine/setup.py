@@ -77,10 +77,6 @@ def _resizer(size: int | None, input_shape: tuple[int, ...]) -> Callable[[Tensor
 def _check_unsupported(cfg: RunConfig) -> None:
     if cfg.privacy is not None:
         raise FedbenchError("the privacy section is not supported by this version yet; remove it")
-    if cfg.runtime.engine != "sequential":
-        raise FedbenchError(
-            f"runtime.engine {cfg.runtime.engine} is not available yet; use sequential"
-        )
 
 
 def prepare_run(cfg: RunConfig) -> RunSetup:
