@@ -20,7 +20,9 @@ def random_crop_flip(padding: int, pad_value: Tensor | None = None, flip: bool =
             border = torch.ones(1, 1, h, w, device=x.device, dtype=x.dtype)
             border = torch.nn.functional.pad(border, (padding,) * 4) == 0
             padded = torch.where(border, pad_value.to(x).view(1, c, 1, 1), padded)
-        off = torch.randint(0, 2 * padding + 1, (2, n), generator=generator, device="cpu").to(x.device)
+        off = torch.randint(0, 2 * padding + 1, (2, n), generator=generator, device="cpu").to(
+            x.device
+        )
         rows = off[0].view(n, 1) + torch.arange(h, device=x.device).view(1, h)
         cols = off[1].view(n, 1) + torch.arange(w, device=x.device).view(1, w)
         if flip:

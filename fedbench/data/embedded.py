@@ -26,6 +26,7 @@ def digits(cfg: DataConfig) -> Dataset:
         x, y, test_size=0.2, stratify=y, random_state=DIGITS_SPLIT_SEED
     )
     mean, std = float(x_tr.mean()), float(x_tr.std())
+
     def prep(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy((a - mean) / std).unsqueeze(1)
 

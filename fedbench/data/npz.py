@@ -23,7 +23,9 @@ REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 @DATASETS.register("npz")
 def npz(cfg: DataConfig) -> Dataset:
     if not cfg.path:
-        raise FedbenchError("data.name npz needs data.path: the .npz file with x_train, y_train, x_test, y_test")
+        raise FedbenchError(
+            "data.name npz needs data.path: the .npz file with x_train, y_train, x_test, y_test"
+        )
     path = Path(cfg.path).expanduser()
     if not path.is_file():
         raise FedbenchError(f"npz file {path} not found; set data.path to an existing .npz file")
@@ -31,10 +33,14 @@ def npz(cfg: DataConfig) -> Dataset:
         with np.load(path, allow_pickle=False) as arrays:
             missing = [k for k in REQUIRED if k not in arrays]
             if missing:
-                raise FedbenchError(f"{path} lacks {', '.join(missing)}; it needs {', '.join(REQUIRED)}")
+                raise FedbenchError(
+                    f"{path} lacks {', '.join(missing)}; it needs {', '.join(REQUIRED)}"
+                )
             data = {k: arrays[k] for k in arrays.files}
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise FedbenchError(f"cannot read {path} as .npz ({exc}); write it with numpy.savez") from None
+        raise FedbenchError(
+            f"cannot read {path} as .npz ({exc}); write it with numpy.savez"
+        ) from None
     y_train = data["y_train"].astype(np.int64).reshape(-1)
     y_test = data["y_test"].astype(np.int64).reshape(-1)
     if len(y_train) != len(data["x_train"]) or len(y_test) != len(data["x_test"]):

@@ -31,7 +31,9 @@ def partition(
     if cfg.kind == "natural":
         return _natural(cfg, client_ids)
     if cfg.clients > n:
-        raise FedbenchError(f"partition.clients is {cfg.clients} but the training set has only {n} samples")
+        raise FedbenchError(
+            f"partition.clients is {cfg.clients} but the training set has only {n} samples"
+        )
     size = cfg.samples_per_client or n // cfg.clients
     if cfg.kind in ("dirichlet", "iid") and size * cfg.clients > n:
         raise FedbenchError(
@@ -47,7 +49,12 @@ def partition(
 
 
 def _dirichlet(
-    labels: np.ndarray, num_classes: int, clients: int, size: int, alpha: float, rng: np.random.Generator
+    labels: np.ndarray,
+    num_classes: int,
+    clients: int,
+    size: int,
+    alpha: float,
+    rng: np.random.Generator,
 ) -> list[np.ndarray]:
     pools = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
     left = np.array([len(p) for p in pools])
@@ -100,7 +107,9 @@ def _dirichlet_label(
 
 def _natural(cfg: PartitionConfig, client_ids: np.ndarray | None) -> list[np.ndarray]:
     if client_ids is None:
-        raise FedbenchError("partition.kind natural needs client ids in the data (npz: client_train)")
+        raise FedbenchError(
+            "partition.kind natural needs client ids in the data (npz: client_train)"
+        )
     ids = np.unique(client_ids)
     if len(ids) != cfg.clients:
         raise FedbenchError(

@@ -13,16 +13,18 @@ from torch import Tensor
 
 def client_seed(seed: int, round_idx: int, client: int) -> int:
     """A 63-bit seed derived from (seed, round, client) (SplitMix64-style mixing)."""
-    z = (seed * 0x9E3779B97F4A7C15 + round_idx * 0xBF58476D1CE4E5B9 + client * 0x94D049BB133111EB) & (
-        2**64 - 1
-    )
+    z = (
+        seed * 0x9E3779B97F4A7C15 + round_idx * 0xBF58476D1CE4E5B9 + client * 0x94D049BB133111EB
+    ) & (2**64 - 1)
     z ^= z >> 31
     z = (z * 0xBF58476D1CE4E5B9) & (2**64 - 1)
     z ^= z >> 27
     return z & (2**63 - 1)
 
 
-def batch_indices(samples: Tensor, local_steps: int, batch_size: int, generator: torch.Generator) -> Tensor:
+def batch_indices(
+    samples: Tensor, local_steps: int, batch_size: int, generator: torch.Generator
+) -> Tensor:
     """A (K, B) tensor of dataset indices for K local steps of a client holding `samples`.
 
     Batches are consecutive slices of a fresh permutation per local epoch; the incomplete tail of

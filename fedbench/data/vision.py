@@ -37,7 +37,9 @@ DOWNLOAD_TIMEOUT_S = 30
 
 def _missing(name: str, searched: list[Path], how: str) -> FedbenchError:
     paths = ", ".join(str(p) for p in searched)
-    return FedbenchError(f"dataset {name} not found (searched {paths}) and it could not be downloaded; {how}")
+    return FedbenchError(
+        f"dataset {name} not found (searched {paths}) and it could not be downloaded; {how}"
+    )
 
 
 def _normalise(images: np.ndarray, name: str) -> torch.Tensor:
@@ -102,7 +104,8 @@ def fmnist(cfg: DataConfig) -> Dataset:
             folder = _find_idx_folder(candidates)
     if folder is None:
         raise _missing(
-            "fmnist", candidates,
+            "fmnist",
+            candidates,
             "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or put "
             "the four *-idx*-ubyte.gz files under data.root/FashionMNIST/raw",
         )
@@ -121,7 +124,9 @@ def _cifar(cfg: DataConfig, name: str) -> Dataset:
     from torchvision.datasets import CIFAR10, CIFAR100
 
     cls, folder_name, classes = (
-        (CIFAR10, "cifar-10-batches-py", 10) if name == "cifar10" else (CIFAR100, "cifar-100-python", 100)
+        (CIFAR10, "cifar-10-batches-py", 10)
+        if name == "cifar10"
+        else (CIFAR100, "cifar-100-python", 100)
     )
     root = data_root(cfg)
     folder = root / folder_name
@@ -129,14 +134,17 @@ def _cifar(cfg: DataConfig, name: str) -> Dataset:
         _download(lambda: cls(str(root), train=True, download=True))
     if not folder.is_dir():
         raise _missing(
-            name, [folder],
+            name,
+            [folder],
             f"download the CIFAR python version and extract {folder_name}/ under {root} "
             "(or set data.root to the folder that holds it)",
         )
     try:
         train, test = cls(str(root), train=True), cls(str(root), train=False)
     except RuntimeError as exc:
-        raise FedbenchError(f"dataset {name} in {folder} is incomplete or corrupted ({exc}); extract it again") from None
+        raise FedbenchError(
+            f"dataset {name} in {folder} is incomplete or corrupted ({exc}); extract it again"
+        ) from None
     augment = random_crop_flip(4, _pad_value(name)) if cfg.augment else None
     return Dataset(
         name=name,

@@ -158,7 +158,9 @@ class VectorizedEngine(Engine):
         n = len(clients)
         info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, n)
         stored = [self.client_states.get(c) for c in clients]
-        local = stack_states([algorithm.client_begin(self.x, self.server, st, info) for st in stored])
+        local = stack_states(
+            [algorithm.client_begin(self.x, self.server, st, info) for st in stored]
+        )
         y = [t.unsqueeze(0).repeat(n, *([1] * t.ndim)) for t in self.x]
         orders, mask, generators = self._orders(clients, info)
         data = s.data
@@ -212,9 +214,7 @@ class VectorizedEngine(Engine):
             mean = {}
             for key in uploads[0]:
                 stacked = [torch.stack(ts) for ts in zip(*(u[key] for u in uploads), strict=True)]
-                mean[key] = [
-                    torch.tensordot(w.to(t.dtype), t, dims=([0], [0])) for t in stacked
-                ]
+                mean[key] = [torch.tensordot(w.to(t.dtype), t, dims=([0], [0])) for t in stacked]
             if not _all_finite(mean["delta"]):
                 raise DivergedError(f"non-finite model update in round {info.round + 1}")
             s.algorithm.server_update(self.x, mean, self.server, info)
