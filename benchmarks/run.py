@@ -4,7 +4,7 @@ Run from the repository root. Each benchmark is `fedbench bench CONFIG --json` f
 folder and a list of runtime variants (engine, precision, compile); the JSON rows are written to
 benchmarks/results/<device>.json and a markdown table to benchmarks/results/<device>.md.
 `--quick` shrinks the Table 1 shapes to K 5 so that a CPU finishes them (the rows say so).
-Extra arguments after `--` go to every `fedbench bench` call (e.g. `-- --threads 1`).
+`--threads N` is passed to every `fedbench bench` call (torch CPU threads).
 """
 
 from __future__ import annotations
@@ -56,14 +56,15 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=list(BENCHMARKS))
     parser.add_argument("--quick", action="store_true", help="K 5 for the Table 1 shapes")
     parser.add_argument("--tag", default=None, help="results file name (default: the device)")
-    args, extra = parser.parse_known_args()
-    extra = [a for a in extra if a != "--"]
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    args = parser.parse_args()
+    extra = ["--threads", str(args.threads)] if args.threads else []
     make_random_cifar(NPZ)
     rows = []
     for name in args.names:
         for variant in BENCHMARKS[name]:
-            cmd = [sys.executable, "-m", "fedbench", "bench", str(HERE / f"{name}.yaml")]
-            cmd += VARIANTS[variant] + extra
+            cmd = [sys.executable, "-m", "fedbench", "bench", f"benchmarks/{name}.yaml"]
+            cmd += [*VARIANTS[variant], "--json", *extra]
             if args.quick and name.startswith("table1"):
                 cmd += QUICK
             print("+", " ".join(cmd[3:]), flush=True)
