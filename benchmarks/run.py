@@ -1,8 +1,8 @@
 """Rerun the performance benchmarks: `python benchmarks/run.py [--quick] [NAME ...]`.
 
 Run from the repository root. Each benchmark is `fedbench bench CONFIG --json` for a YAML of this
-folder and a list of runtime variants (engine, precision, compile); the JSON rows are written to
-benchmarks/results/<device>.json and a markdown table to benchmarks/results/<device>.md.
+folder and a list of runtime variants (engine, precision, compile); the JSON rows are merged into
+benchmarks/results/<tag>.json, rewritten as a table in benchmarks/results/<tag>.md.
 `--quick` shrinks the Table 1 shapes to K 5 so that a CPU finishes them (the rows say so).
 `--threads N` is passed to every `fedbench bench` call (torch CPU threads).
 """
@@ -26,6 +26,7 @@ VARIANTS = {
     "vectorized": ["--set", "runtime.engine=vectorized"],
     "sequential+bf16": ["--set", "runtime.precision=bf16"],
     "sequential+compile": ["--set", "runtime.compile=true"],
+    "vectorized+compile": ["--set", "runtime.engine=vectorized", "--set", "runtime.compile=true"],
 }
 BENCHMARKS = {
     "cnn_digits": list(VARIANTS),
@@ -82,7 +83,17 @@ def main() -> None:
     tag = args.tag or rows[0]["device"].split(":")[0]
     out = HERE / "results"
     out.mkdir(exist_ok=True)
-    (out / f"{tag}.json").write_text(json.dumps(rows, indent=2) + "\n")
+    # Rows of earlier runs for other (benchmark, variant) pairs are kept.
+    path = out / f"{tag}.json"
+    fresh = {(r["benchmark"], r["variant"]) for r in rows}
+    if path.is_file():
+        kept = [
+            r for r in json.loads(path.read_text()) if (r["benchmark"], r["variant"]) not in fresh
+        ]
+        rows = kept + rows
+    order = list(BENCHMARKS)
+    rows.sort(key=lambda r: (order.index(r["benchmark"]), list(VARIANTS).index(r["variant"])))
+    path.write_text(json.dumps(rows, indent=2) + "\n")
     (out / f"{tag}.md").write_text(markdown(rows))
 
 
