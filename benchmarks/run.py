@@ -34,6 +34,8 @@ BENCHMARKS = {
     "table1_resnet18_gn": ["sequential", "vectorized"],
     "table1_vit_tiny": ["sequential", "vectorized"],
 }
+#: Extra `fedbench bench` arguments per benchmark (fewer timed rounds for the slow ones).
+ARGS = {"vit_fmnist": ["--rounds", "1"]}
 QUICK = ["--set", "fl.local_steps=5", "--rounds", "1", "--repeats", "1"]
 
 
@@ -65,7 +67,7 @@ def main() -> None:
     for name in args.names:
         for variant in BENCHMARKS[name]:
             cmd = [sys.executable, "-m", "fedbench", "bench", f"benchmarks/{name}.yaml"]
-            cmd += [*VARIANTS[variant], "--json", *extra]
+            cmd += [*VARIANTS[variant], *ARGS.get(name, []), "--json", *extra]
             if args.quick and name.startswith("table1"):
                 cmd += QUICK
             print("+", " ".join(cmd[3:]), flush=True)
@@ -78,9 +80,12 @@ def main() -> None:
             row["quick"] = bool(args.quick and name.startswith("table1"))
             print(json.dumps(row), flush=True)
             rows.append(row)
+            save(rows, args.tag or row["device"].split(":")[0])
     if not rows:
         sys.exit(1)
-    tag = args.tag or rows[0]["device"].split(":")[0]
+
+
+def save(rows: list[dict], tag: str) -> None:
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     # Rows of earlier runs for other (benchmark, variant) pairs are kept.
