@@ -13,7 +13,7 @@ together, as one batched computation over a leading client dimension.
   seeded by (seed, round, client), and augmentation consumes that same generator, so both engines
   agree to float rounding (fp32, dropout-free models). Gradient clipping is per client.
 
-Models with BatchNorm (per-client running statistics) and algorithms that set
+Models with BatchNorm (per-client running statistics), DP runs and algorithms that set
 `supports_vectorized = False` run on the sequential engine instead, with a printed note.
 """
 
@@ -41,6 +41,8 @@ def has_batchnorm(model: nn.Module) -> bool:
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
     """Why this run cannot use the vectorised engine, or None when it can."""
+    if setup.cfg.privacy is not None:
+        return "DP training (per-sample clipping and noise) is not vectorised yet"
     if has_batchnorm(setup.model):
         return "the model has BatchNorm (per-client running statistics)"
     if not getattr(setup.algorithm, "supports_vectorized", True):
