@@ -3,7 +3,8 @@
 Run from the repository root. Each benchmark is `fedbench bench CONFIG --json` for a YAML of this
 folder and a list of runtime variants (engine, precision, compile); the JSON rows are merged into
 benchmarks/results/<tag>.json, rewritten as a table in benchmarks/results/<tag>.md.
-`--quick` shrinks the Table 1 shapes to K 5 so that a CPU finishes them (the rows say so).
+`--quick` shrinks the Table 1 shapes to K 2, one timed round, so that a CPU finishes them
+(the rows say so).
 `--threads N` is passed to every `fedbench bench` call (torch CPU threads).
 """
 
@@ -36,7 +37,8 @@ BENCHMARKS = {
 }
 #: Extra `fedbench bench` arguments per benchmark (fewer timed rounds for the slow ones).
 ARGS = {"vit_fmnist": ["--rounds", "1"]}
-QUICK = ["--set", "fl.local_steps=5", "--rounds", "1", "--repeats", "1"]
+QUICK_K = 2
+QUICK = ["--set", f"fl.local_steps={QUICK_K}", "--rounds", "1", "--repeats", "1"]
 
 
 def make_random_cifar(path: Path, n_train: int = 10000, n_test: int = 1000) -> None:
@@ -57,7 +59,7 @@ def make_random_cifar(path: Path, n_train: int = 10000, n_test: int = 1000) -> N
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", default=list(BENCHMARKS))
-    parser.add_argument("--quick", action="store_true", help="K 5 for the Table 1 shapes")
+    parser.add_argument("--quick", action="store_true", help="K 2 for the Table 1 shapes")
     parser.add_argument("--tag", default=None, help="results file name (default: the device)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     args = parser.parse_args()
@@ -108,7 +110,7 @@ def markdown(rows: list[dict]) -> str:
         "| overhead | peak MB |\n|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = [
-        f"| {r['benchmark']}{' (K 5)' if r['quick'] else ''} | {r['variant']} | {r['engine']} "
+        f"| {r['benchmark']}{f' (K {QUICK_K})' if r['quick'] else ''} | {r['variant']} | {r['engine']} "
         f"| {r['device']} | {r['clients_per_round']} x {r['local_steps']} x {r['batch_size']} "
         f"| {r['client_steps_per_s']:.1f} | {r['bare_steps_per_s']:.1f} | {r['overhead']:.2f} "
         f"| {r['peak_mem_mb']:.0f} |\n"
