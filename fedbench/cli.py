@@ -236,6 +236,45 @@ def epsilon(
     console.print(describe_privacy(cfg, client_size), highlight=False, soft_wrap=True)
 
 
+@app.command()
+def bench(
+    config: Annotated[
+        Path | None, typer.Argument(help="A YAML run config (default: built-in defaults).")
+    ] = None,
+    set_: SetOption = None,
+    rounds: Annotated[int, typer.Option(min=1, help="Timed rounds per repeat.")] = 3,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed warm-up rounds.")] = 1,
+    repeats: Annotated[int, typer.Option(min=1, help="Repeats; the best is kept.")] = 3,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="torch CPU threads (default: torch's choice).")
+    ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object as the last line.")
+    ] = False,
+) -> None:
+    """Throughput of the engine (client steps/s) and its overhead over a bare PyTorch loop."""
+    import json
+
+    from fedbench.config import load_run_config
+    from fedbench.engine.bench import run_bench
+
+    cfg = load_run_config(config, set_ or [])
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    result = run_bench(cfg, rounds=rounds, warmup=warmup, repeats=repeats)
+    if json_:
+        print(json.dumps(result))
+        return
+    table = Table(title=f"fedbench bench: {result['workload']} ({result['algorithm']})")
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    for key, value in result.items():
+        table.add_row(key, f"{value:.3f}" if isinstance(value, float) else str(value))
+    console.print(table)
+
+
 def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
     table = Table(title=title)
     for col in columns:

@@ -91,6 +91,19 @@ def _to_device(state: Any, device: torch.device) -> Any:
     return state
 
 
+def round_diagnostics(
+    agg: Aggregator, mean: dict[str, list[Tensor]], v_means: list[Tensor]
+) -> dict[str, Any]:
+    """FedAdamW Figure 2: client_drift = mean_i ||Delta_i - Delta_bar||^2 and v_spread = the
+    variance across clients of each block mean of v, averaged over the blocks (None without v)."""
+    return {
+        "client_drift": agg.spread(mean["delta"]),
+        "v_spread": (
+            float(torch.stack(v_means).var(dim=0, unbiased=False).mean()) if v_means else None
+        ),
+    }
+
+
 class Engine:
     """Runs one configured federation in a run folder, resuming from its checkpoint."""
 
@@ -249,15 +262,7 @@ class Engine:
         if not _all_finite(mean["delta"]):
             raise DivergedError(f"non-finite model update in round {r + 1}")
         if diagnostics:
-            self.diagnostics = {
-                "client_drift": agg.spread(mean["delta"]),
-                # Variance across clients of each block mean of v, averaged over the blocks.
-                "v_spread": (
-                    float(torch.stack(v_means).var(dim=0, unbiased=False).mean())
-                    if v_means
-                    else None
-                ),
-            }
+            self.diagnostics = round_diagnostics(agg, mean, v_means)
         with torch.no_grad():
             s.algorithm.server_update(self.x, mean, self.server, info)
             float_means = iter(buffer_agg.means().get("b", []))
@@ -358,7 +363,9 @@ def train(
         folder.partition,
         describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),
     )
-    engine = Engine(setup, folder, console)
+    from fedbench.engine.vectorized import select_engine  # imports this module
+
+    engine = select_engine(setup, folder, console)
     try:
         summary = engine.run()
     except Exception as exc:

@@ -97,25 +97,18 @@ def _compose(
     return lambda x: second(first(x))
 
 
-def _check_unsupported(cfg: RunConfig) -> None:
-    if cfg.runtime.engine != "sequential":
-        raise FedbenchError(
-            f"runtime.engine {cfg.runtime.engine} is not available yet; use sequential"
-        )
-
-
 def prepare_run(cfg: RunConfig) -> RunSetup:
     """Load data, partition it, build the model and the algorithm; raise FedbenchError on bad input."""
-    _check_unsupported(cfg)
     device = resolve_device(cfg.runtime.device)
     algorithm_cls = ALGORITHMS.get(cfg.algorithm.name)
     data = load_dataset(cfg.data)
     labels = data.y_train.numpy()
     parts = partition(labels, cfg.partition, data.num_classes, data.client_train)
     torch.manual_seed(cfg.seed)  # model initialisation depends on the run seed only
-    prepare = _compose(data.prepare, _resizer(cfg.data.image_size, data.input_shape))
+    resize = _resizer(cfg.data.image_size, data.input_shape)
+    prepare = _compose(data.prepare, resize)
     input_shape = data.input_shape
-    if prepare is not None:
+    if resize is not None:
         input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
     model = build_model(cfg.model, input_shape, data.num_classes).to(device)
     spec = param_spec(model)

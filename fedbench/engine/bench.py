@@ -1,0 +1,158 @@
+"""`fedbench bench`: throughput of the engine against a bare PyTorch loop (issue 6).
+
+The engine is driven directly (its rounds only: no evaluation, no checkpoint, nothing written
+under results/). After `warmup` rounds, `rounds` rounds are timed; the bare loop then does the
+same number of optimizer steps on a fresh copy of the same model, with the same data, batch
+size, precision and compile setting: torch.optim.AdamW (foreach), the same gradient clipping,
+no federated logic. Engine and bare runs alternate `repeats` times and the best of each is kept,
+which makes the ratio robust to other processes sharing the CPU.
+
+    client_steps_per_s = S * K * rounds / engine seconds
+    bare_steps_per_s   = the same number of steps / bare seconds
+    overhead           = engine seconds / bare seconds (per step)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedbench.config import RunConfig
+from fedbench.engine.run_folder import RunFolder
+from fedbench.engine.schedule import local_lr
+from fedbench.engine.setup import RunSetup, prepare_run
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """CUDA max allocated on a GPU, the process' peak resident set size on the CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10  # bytes on macOS, KiB on Linux
+
+
+class BareLoop:
+    """One model, torch.optim.AdamW, random batches from the resident training set."""
+
+    def __init__(self, setup: RunSetup) -> None:
+        cfg = setup.cfg
+        self.setup = setup
+        self.model = copy.deepcopy(setup.model).train()
+        self.forward = torch.compile(self.model) if cfg.runtime.compile else self.model
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.params = params
+        self.optimizer = torch.optim.AdamW(
+            params, lr=cfg.algorithm.lr, weight_decay=cfg.algorithm.weight_decay, foreach=True
+        )
+        self.clip = cfg.algorithm.grad_clip
+        sizes = setup.client_sizes
+        mean_size = sum(sizes) // len(sizes)
+        self.batch_size = cfg.fl.batch_size if 0 < cfg.fl.batch_size < mean_size else mean_size
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.autocast = cfg.runtime.precision == "bf16"
+
+    def steps(self, n: int) -> None:
+        data, device = self.setup.data, self.setup.device
+        n_train, b = data.n_train, self.batch_size
+        per_epoch = n_train // b
+        done = 0
+        while done < n:
+            perm = torch.randperm(n_train, generator=self.generator).to(device)
+            for j in range(min(per_epoch, n - done)):
+                idx = perm[j * b : (j + 1) * b]
+                xb, yb = data.x_train[idx], data.y_train[idx]
+                if data.augment is not None:
+                    xb = data.augment(xb, self.generator)
+                if self.setup.prepare is not None:
+                    xb = self.setup.prepare(xb)
+                cast = (
+                    torch.autocast(device.type, dtype=torch.bfloat16)
+                    if self.autocast
+                    else contextlib.nullcontext()
+                )
+                with cast:
+                    loss = nn.functional.cross_entropy(self.forward(xb), yb)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if self.clip is not None:
+                    torch.nn.utils.clip_grad_norm_(self.params, self.clip, foreach=True)
+                self.optimizer.step()
+                done += 1
+
+
+def run_bench(
+    cfg: RunConfig, *, rounds: int = 3, warmup: int = 1, repeats: int = 3
+) -> dict[str, Any]:
+    """Measure the configured workload; returns the fields `fedbench bench --json` prints."""
+    from fedbench.engine.vectorized import select_engine
+
+    total_rounds = warmup + rounds * repeats
+    cfg = cfg.model_copy(
+        update={"fl": cfg.fl.model_copy(update={"rounds": max(cfg.fl.rounds, total_rounds)})}
+    )
+    setup = prepare_run(cfg)
+    device = setup.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    with tempfile.TemporaryDirectory(prefix="fedbench-bench-") as tmp:
+        engine = select_engine(setup, RunFolder(Path(tmp)), None)
+        engine_name = "vectorized" if type(engine).__name__ == "VectorizedEngine" else "sequential"
+        bare = BareLoop(setup)
+        steps_per_round = len(setup.schedule[0]) * cfg.fl.local_steps
+
+        def engine_rounds(first: int, count: int) -> float:
+            _sync(device)
+            t0 = time.perf_counter()
+            for r in range(first, first + count):
+                engine._round(r, local_lr(cfg.algorithm, r, cfg.fl.rounds))
+            _sync(device)
+            return time.perf_counter() - t0
+
+        def bare_steps(count: int) -> float:
+            _sync(device)
+            t0 = time.perf_counter()
+            bare.steps(count)
+            _sync(device)
+            return time.perf_counter() - t0
+
+        engine_rounds(0, warmup)
+        bare_steps(warmup * steps_per_round)
+        engine_times, bare_times = [], []
+        for rep in range(repeats):
+            engine_times.append(engine_rounds(warmup + rep * rounds, rounds))
+            bare_times.append(bare_steps(rounds * steps_per_round))
+    steps = rounds * steps_per_round
+    engine_s, bare_s = min(engine_times), min(bare_times)
+    return {
+        "workload": f"{cfg.model.name}/{cfg.data.name}",
+        "algorithm": cfg.algorithm.name,
+        "engine": engine_name,
+        "device": str(device),
+        "precision": cfg.runtime.precision,
+        "compile": cfg.runtime.compile,
+        "clients_per_round": len(setup.schedule[0]),
+        "local_steps": cfg.fl.local_steps,
+        "batch_size": cfg.fl.batch_size,
+        "rounds": rounds,
+        "repeats": repeats,
+        "client_steps": steps,
+        "client_steps_per_s": steps / engine_s,
+        "bare_steps_per_s": steps / bare_s,
+        "overhead": engine_s / bare_s,
+        "peak_mem_mb": peak_memory_mb(device),
+        "threads": torch.get_num_threads(),
+    }

@@ -1,0 +1,51 @@
+"""`fedbench bench --json`: one parseable JSON object as the last line, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIELDS = {
+    "client_steps_per_s": float,
+    "bare_steps_per_s": float,
+    "overhead": float,
+    "peak_mem_mb": float,
+    "engine": str,
+    "device": str,
+}
+TINY = [
+    "--set", "model.name=logreg",
+    "--set", "partition.clients=4",
+    "--set", "fl.participation=0.5",
+    "--set", "fl.local_steps=2",
+    "--set", "fl.batch_size=16",
+    "--rounds", "1", "--warmup", "1", "--repeats", "1",
+    "--json",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["sequential", "vectorized"])
+def test_bench_json_has_the_fields(engine: str, tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedbench", "bench", *TINY, "--set", f"runtime.engine={engine}"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    for field, kind in FIELDS.items():
+        assert isinstance(result[field], kind), field
+    assert result["engine"] == engine
+    assert result["client_steps"] == 2 * 2  # S=2 clients x K=2 steps x 1 round
+    assert result["overhead"] > 0 and result["peak_mem_mb"] > 0
+    assert list(tmp_path.iterdir()) == []  # no run folder, no results/
