@@ -12,42 +12,24 @@ server averages the models (default step). comm_up d, comm_down d.
 
 from __future__ import annotations
 
-import torch
-from pydantic import Field
-
 from fedbench.algorithms.adam import adam_step_, update_moments_
-from fedbench.algorithms.base import (
-    Algorithm,
-    RoundInfo,
-    State,
-    Tensors,
-    add_coupled_decay_,
-    tensor_means,
-    zeros_like,
-)
+from fedbench.algorithms.base import RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.local_adamw import LocalAdamW, LocalAdamWConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class LocalAdamConfig(AlgorithmConfig):
+class LocalAdamConfig(LocalAdamWConfig):
     name: str = "local_adam"
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    beta2: float = Field(default=0.999, ge=0, lt=1)
-    eps: float = Field(default=1.0e-8, gt=0)
 
 
 @ALGORITHMS.register("local_adam")
-class LocalAdam(Algorithm):
-    """Adam (coupled decay) restarted from zero moments every round."""
+class LocalAdam(LocalAdamW):
+    """Adam (coupled decay) restarted from zero moments every round: Local AdamW's state and
+    server step, with the decay added to the gradient instead of decoupled."""
 
     Params = LocalAdamConfig
     paper = "Kingma & Ba 2015; baseline of Liu et al. 2026 (FedAdamW)"
     params: LocalAdamConfig
-
-    def client_begin(
-        self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
-    ) -> State:
-        return {"m": zeros_like(x), "v": zeros_like(x)}
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
@@ -62,6 +44,3 @@ class LocalAdam(Algorithm):
             bias_correction1=1.0 - p.beta1**k,
             bias_correction2=1.0 - p.beta2**k,
         )
-
-    def v_block_means(self, local: State) -> torch.Tensor | None:
-        return tensor_means(local["v"])
