@@ -147,17 +147,23 @@ class FedAdamW(Algorithm):
         if p.decoupled and p.weight_decay:
             torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
         bc1, bc2 = self._bias_corrections(k, info)
+        self._adaptive_step_(y, local, bc1, bc2, info)
+        if p.alpha:
+            torch._foreach_add_(y, local["align"], alpha=-info.lr)
+
+    def _adaptive_step_(
+        self, y: Tensors, local: State, bc1: float, bc2: float, info: RoundInfo
+    ) -> None:
+        """y <- y - eta_r * m_hat / (sqrt(v_hat) + eps); DP-FedAdamW changes the denominator."""
         adam_step_(
             y,
             local["m"],
             local["v"],
             lr=info.lr,
-            eps=p.eps,
+            eps=self.params.eps,
             bias_correction1=bc1,
             bias_correction2=bc2,
         )
-        if p.alpha:
-            torch._foreach_add_(y, local["align"], alpha=-info.lr)
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo

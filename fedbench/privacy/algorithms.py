@@ -24,8 +24,7 @@ import torch
 from pydantic import Field, create_model
 from torch import Tensor
 
-from fedbench.algorithms.adam import update_moments_
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors
 from fedbench.algorithms.fedadamw import FedAdamW
 from fedbench.algorithms.fedavg import FedAvg, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
@@ -92,28 +91,21 @@ class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", **_DEBIAS_FIELDS)):  # type
 
     paper = "Liu et al., DP-FedAdamW (Algorithm 1, Eq. 8)"
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def _adaptive_step_(
+        self, y: Tensors, local: State, bc1: float, bc2: float, info: RoundInfo
+    ) -> None:
         noise_var = info.grad_noise_std**2
         if not (self.params.debias and noise_var > 0):
-            super().local_step(y, g, local, k, info)
+            super()._adaptive_step_(y, local, bc1, bc2, info)
             return
-        p = self.params
-        if not p.decoupled:
-            add_coupled_decay_(g, y, p.weight_decay)
-        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
-        if p.decoupled and p.weight_decay:
-            torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
-        bc1, bc2 = self._bias_corrections(k, info)
         # sqrt(max(v_hat - (sigma*C/B)^2, 0)) + eps: the clamp keeps noise-dominated
         # coordinates finite (the paper's form takes the root of a negative number).
         v_hat = torch._foreach_div(local["v"], bc2)
         torch._foreach_sub_(v_hat, noise_var)
-        torch._foreach_clamp_min_(v_hat, p.debias_floor * noise_var)
+        torch._foreach_clamp_min_(v_hat, self.params.debias_floor * noise_var)
         denom = torch._foreach_sqrt(v_hat)
-        torch._foreach_add_(denom, p.eps)
+        torch._foreach_add_(denom, self.params.eps)
         torch._foreach_addcdiv_(y, local["m"], denom, value=-info.lr / bc1)
-        if p.alpha:
-            torch._foreach_add_(y, local["align"], alpha=-info.lr)
 
 
 ALGORITHMS.register("dp_fedadamw")(DPFedAdamW)
