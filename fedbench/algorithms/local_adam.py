@@ -12,8 +12,6 @@ server averages the models (default step). comm_up d, comm_down d.
 
 from __future__ import annotations
 
-from fedbench.algorithms.adam import adam_step_, update_moments_
-from fedbench.algorithms.base import RoundInfo, State, Tensors, add_coupled_decay_
 from fedbench.algorithms.local_adamw import LocalAdamW, LocalAdamWConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -24,23 +22,10 @@ class LocalAdamConfig(LocalAdamWConfig):
 
 @ALGORITHMS.register("local_adam")
 class LocalAdam(LocalAdamW):
-    """Adam (coupled decay) restarted from zero moments every round: Local AdamW's state and
-    server step, with the decay added to the gradient instead of decoupled."""
+    """Adam (coupled decay) restarted from zero moments every round: Local AdamW with the decay
+    added to the gradient instead of decoupled."""
 
     Params = LocalAdamConfig
     paper = "Kingma & Ba 2015; baseline of Liu et al. 2026 (FedAdamW)"
     params: LocalAdamConfig
-
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
-        p = self.params
-        add_coupled_decay_(g, y, p.weight_decay)
-        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
-        adam_step_(
-            y,
-            local["m"],
-            local["v"],
-            lr=info.lr,
-            eps=p.eps,
-            bias_correction1=1.0 - p.beta1**k,
-            bias_correction2=1.0 - p.beta2**k,
-        )
+    decoupled_decay = False

@@ -18,6 +18,7 @@ from fedbench.algorithms.base import (
     RoundInfo,
     State,
     Tensors,
+    add_coupled_decay_,
     tensor_means,
     zeros_like,
 )
@@ -39,6 +40,8 @@ class LocalAdamW(Algorithm):
     Params = LocalAdamWConfig
     paper = "Loshchilov & Hutter 2019; baseline of Liu et al. 2026 (FedAdamW)"
     params: LocalAdamWConfig
+    #: AdamW's decoupled decay; Local Adam adds lambda*y to g before the moments instead.
+    decoupled_decay: bool = True
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
@@ -47,8 +50,10 @@ class LocalAdamW(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
+        if not self.decoupled_decay:
+            add_coupled_decay_(g, y, p.weight_decay)
         update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
-        if p.weight_decay:
+        if self.decoupled_decay and p.weight_decay:
             torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
         adam_step_(
             y,
