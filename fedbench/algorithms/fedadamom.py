@@ -22,17 +22,14 @@ from pydantic import Field
 from torch import Tensor
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
-from fedbench.algorithms.fedavg import sgd_step_
+from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class FedAdamomConfig(AlgorithmConfig):
+class FedAdamomConfig(FedAvgConfig):
     name: str = "fedadamom"
-    lr: float = Field(default=0.1, gt=0)
     lr_schedule: Literal["constant", "cosine", "exp"] = "exp"
     lr_decay: float = Field(default=0.998, gt=0)
-    weight_decay: float = Field(default=1.0e-3, ge=0)
     beta2: float = Field(default=0.1, ge=0, lt=1)
     eps_m: float = Field(default=1.0e-3, gt=0, le=1)
 

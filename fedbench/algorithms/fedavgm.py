@@ -13,15 +13,12 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
-from fedbench.algorithms.fedavg import sgd_step_
+from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class FedAvgMConfig(AlgorithmConfig):
+class FedAvgMConfig(FedAvgConfig):
     name: str = "fedavgm"
-    lr: float = Field(default=0.1, gt=0)
-    weight_decay: float = Field(default=1.0e-3, ge=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
 
 

@@ -15,14 +15,12 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class FedCMConfig(AlgorithmConfig):
+class FedCMConfig(FedAvgConfig):
     name: str = "fedcm"
-    lr: float = Field(default=0.1, gt=0)
-    weight_decay: float = Field(default=1.0e-3, ge=0)
     alpha: float = Field(default=0.1, ge=0, le=1)
 
 

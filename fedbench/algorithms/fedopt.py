@@ -22,15 +22,12 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
-from fedbench.algorithms.fedavg import sgd_step_
+from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class FedAdagradConfig(AlgorithmConfig):
+class FedAdagradConfig(FedAvgConfig):
     name: str = "fedadagrad"
-    lr: float = Field(default=0.1, gt=0)
-    weight_decay: float = Field(default=1.0e-3, ge=0)
     server_lr: float = Field(default=0.01, gt=0)
     beta1: float = Field(default=0.9, ge=0, lt=1)
     tau: float = Field(default=1.0e-3, gt=0)

@@ -13,14 +13,12 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class FedProxConfig(AlgorithmConfig):
+class FedProxConfig(FedAvgConfig):
     name: str = "fedprox"
-    lr: float = Field(default=0.1, gt=0)
-    weight_decay: float = Field(default=1.0e-3, ge=0)
     mu: float = Field(default=0.01, ge=0)
 
 

@@ -16,7 +16,6 @@ Delta_c_i), comm_down 2d (x, c).
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
 from fedbench.algorithms.base import (
     Algorithm,
@@ -26,14 +25,12 @@ from fedbench.algorithms.base import (
     add_coupled_decay_,
     zeros_like,
 )
+from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
-class ScaffoldConfig(AlgorithmConfig):
+class ScaffoldConfig(FedAvgConfig):
     name: str = "scaffold"
-    lr: float = Field(default=0.1, gt=0)
-    weight_decay: float = Field(default=1.0e-3, ge=0)
 
 
 @ALGORITHMS.register("scaffold")
