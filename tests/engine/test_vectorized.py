@@ -1,7 +1,12 @@
-"""The vectorised engine equals the sequential one (fp32, same seed) for every algorithm."""
+"""The vectorised engine equals the sequential one for every algorithm.
+
+The logic (stacking, padding, per-client clipping, aggregation) is compared in float64 at 1e-9:
+Adam-type steps m/(sqrt(v)+eps) amplify fp32 reduction-order noise, and that order changes
+between torch versions and devices. One fp32 smoke test compares relative norms."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,7 +24,8 @@ from fedbench.engine.vectorized import (
     vectorized_unsupported,
 )
 
-TOL = 1e-4
+TOL = 1e-9  # float64
+FP32_REL = 1e-4  # relative norm of the difference in float32
 
 
 def _config(algorithm: dict, **overrides: dict) -> dict:
@@ -37,8 +43,20 @@ def _config(algorithm: dict, **overrides: dict) -> dict:
     return base
 
 
-def _train(data: dict, engine_cls: type[Engine], tmp: Path) -> Engine:
+def _setup(data: dict, dtype: torch.dtype = torch.float64):
+    """A prepared run with the model and the data in `dtype`."""
     setup = prepare_run(parse_run_config(data))
+    if dtype != torch.float32:
+        setup.model.to(dtype)
+        d = setup.data
+        setup.data = replace(d, x_train=d.x_train.to(dtype), x_test=d.x_test.to(dtype))
+    return setup
+
+
+def _train(
+    data: dict, engine_cls: type[Engine], tmp: Path, dtype: torch.dtype = torch.float64
+) -> Engine:
+    setup = _setup(data, dtype)
     engine = engine_cls(setup, RunFolder(tmp), None)
     for r in range(setup.cfg.fl.rounds):
         engine._round(r, local_lr(setup.cfg.algorithm, r, setup.cfg.fl.rounds))
@@ -58,6 +76,7 @@ def _flatten(state) -> list[torch.Tensor]:
 def _assert_same(data: dict, tmp_path: Path) -> None:
     seq = _train(data, Engine, tmp_path / "s")
     vec = _train(data, VectorizedEngine, tmp_path / "v")
+    assert seq.x[0].dtype == vec.x[0].dtype == torch.float64
     for a, b in zip(seq.x, vec.x, strict=True):
         torch.testing.assert_close(b, a, atol=TOL, rtol=TOL)
     for a, b in zip(_flatten(seq.server), _flatten(vec.server), strict=True):
@@ -98,16 +117,16 @@ def test_parity_of_diagnostics(name: str, tmp_path: Path) -> None:
     data = _config({"name": name}, eval={"diagnostics": True})
     found = []
     for engine_cls, sub in ((Engine, "s"), (VectorizedEngine, "v")):
-        setup = prepare_run(parse_run_config(data))
+        setup = _setup(data)
         engine = engine_cls(setup, RunFolder(tmp_path / sub), None)
         engine._round(0, local_lr(setup.cfg.algorithm, 0, 2), diagnostics=True)
         found.append(engine.diagnostics)
     seq, vec = found
     assert seq["client_drift"] > 0
-    assert vec["client_drift"] == pytest.approx(seq["client_drift"], rel=1e-4)
+    assert vec["client_drift"] == pytest.approx(seq["client_drift"], rel=1e-9)
     if name == "fedadamw":
         assert seq["v_spread"] > 0
-        assert vec["v_spread"] == pytest.approx(seq["v_spread"], rel=1e-3)
+        assert vec["v_spread"] == pytest.approx(seq["v_spread"], rel=1e-9)
     else:
         assert seq["v_spread"] is None and vec["v_spread"] is None
 
@@ -136,3 +155,14 @@ def test_batchnorm_falls_back_to_sequential(tmp_path: Path, capsys) -> None:
     engine = select_engine(setup, RunFolder(tmp_path), None)
     assert type(engine) is Engine
     assert "sequential" in capsys.readouterr().err
+
+
+def test_fp32_smoke_relative_difference(tmp_path: Path) -> None:
+    """In float32 the engines agree up to reduction-order noise: ||a - b|| / ||a|| <= 1e-4."""
+    data = _config({"name": "fedavg", "grad_clip": 1.0})
+    seq = _train(data, Engine, tmp_path / "s", torch.float32)
+    vec = _train(data, VectorizedEngine, tmp_path / "v", torch.float32)
+    a = torch.cat([t.flatten() for t in seq.x])
+    b = torch.cat([t.flatten() for t in vec.x])
+    assert a.dtype == torch.float32
+    assert float((a - b).norm() / a.norm()) <= FP32_REL
