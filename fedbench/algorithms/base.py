@@ -85,6 +85,12 @@ class ClientUpload:
     weight: float
     tensors: dict[str, Tensors]
 
+    @classmethod
+    def kept(cls, client: int, weight: float, upload: dict[str, Tensors]) -> ClientUpload:
+        """A copy the engine can keep until the server step: an upload may alias tensors that
+        the next client overwrites (the resident model, a stacked local state)."""
+        return cls(client, weight, {k: [t.detach().clone() for t in v] for k, v in upload.items()})
+
 
 class Algorithm(ABC):
     """Base class: FedAvg's upload (Delta_i) and server step x <- x + eta_g * Delta_bar."""

@@ -14,7 +14,7 @@ from rich.console import Console
 from torch import Tensor
 
 import fedbench
-from fedbench.algorithms.base import RoundInfo, State
+from fedbench.algorithms.base import ClientUpload, RoundInfo, State
 from fedbench.config import RunConfig
 from fedbench.data.partition import describe
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
@@ -215,6 +215,7 @@ class Engine:
         buffer_agg = Aggregator()
         v_means: list[Tensor] = []
         int_buffers: list[Tensor] | None = None
+        uploads: list[ClientUpload] = []  # kept only for algorithms that read every upload
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
@@ -251,6 +252,8 @@ class Engine:
                     v_means.append(block_means.double())
             weight = float(s.client_sizes[client]) if cfg.algorithm.weighting == "samples" else 1.0
             agg.add(upload, weight)
+            if s.algorithm.uses_client_uploads:
+                uploads.append(ClientUpload.kept(client, weight, upload))
             floats = [b for b in self.buffers if b.is_floating_point()]
             if floats:
                 buffer_agg.add({"b": floats}, weight)
@@ -264,7 +267,7 @@ class Engine:
         if diagnostics:
             self.diagnostics = round_diagnostics(agg, mean, v_means)
         with torch.no_grad():
-            s.algorithm.server_update(self.x, mean, self.server, info)
+            s.algorithm.server_update_with_uploads(self.x, mean, uploads, self.server, info)
             float_means = iter(buffer_agg.means().get("b", []))
             int_values = iter(int_buffers or [])
             for g in self.global_buffers:

@@ -28,7 +28,7 @@ from rich.console import Console
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from fedbench.algorithms.base import RoundInfo, State
+from fedbench.algorithms.base import ClientUpload, RoundInfo, State
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.loop import Aggregator, Engine, _all_finite, _to_device, round_diagnostics
 from fedbench.engine.run_folder import RunFolder
@@ -205,6 +205,7 @@ class VectorizedEngine(Engine):
         s, cfg = self.s, self.cfg
         agg = Aggregator(spread_of="delta" if diagnostics else None)
         v_means: list[Tensor] = []
+        uploads: list[ClientUpload] = []  # kept only for algorithms that read every upload
         with torch.no_grad():
             for i, client in enumerate(clients):
                 client_local = index_state(local, i)
@@ -218,11 +219,14 @@ class VectorizedEngine(Engine):
                     if block_means is not None:
                         v_means.append(block_means.double())
                 weighted = cfg.algorithm.weighting == "samples"
-                agg.add(upload, float(s.client_sizes[client]) if weighted else 1.0)
+                weight = float(s.client_sizes[client]) if weighted else 1.0
+                agg.add(upload, weight)
+                if s.algorithm.uses_client_uploads:
+                    uploads.append(ClientUpload.kept(client, weight, upload))
             mean = agg.means()
             if not _all_finite(mean["delta"]):
                 raise DivergedError(f"non-finite model update in round {info.round + 1}")
             if diagnostics:
                 self.diagnostics = round_diagnostics(agg, mean, v_means)
-            s.algorithm.server_update(self.x, mean, self.server, info)
+            s.algorithm.server_update_with_uploads(self.x, mean, uploads, self.server, info)
         # No BatchNorm here, so the model's buffers never change: global_buffers stay as they are.
