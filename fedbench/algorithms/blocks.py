@@ -9,11 +9,15 @@ FedAdamW paper) groups rows by role (per head, per neuron) and is built from the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    from fedbench.algorithms.base import ParamSpec
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,9 @@ class BlockPartition:
         return out
 
 
-def build_partition(kind: str, shapes: list[torch.Size], spec=None) -> BlockPartition:
+def build_partition(
+    kind: str, shapes: list[torch.Size], spec: ParamSpec | None = None
+) -> BlockPartition:
     """The `blocks:` setting of fedadamw: tensor | global | hessian (needs the ParamSpec)."""
     shapes = [torch.Size(s) for s in shapes]
     if kind == "hessian" and spec is not None:

@@ -24,6 +24,7 @@ from pydantic import Field
 from fedbench.algorithms.adam import adam_step_, update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
+    Floats,
     ParamSpec,
     RoundInfo,
     State,
@@ -32,8 +33,8 @@ from fedbench.algorithms.base import (
     zeros_like,
 )
 from fedbench.algorithms.blocks import build_partition
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
 class FedAdamWConfig(AlgorithmConfig):
@@ -55,7 +56,6 @@ class FedAdamW(Algorithm):
 
     Params = FedAdamWConfig
     paper = "Liu et al. 2026 (AAAI), FedAdamW, Algorithm 2"
-    comm_up_label = "d + B"
     params: FedAdamWConfig
 
     def __init__(self, params: FedAdamWConfig, spec: ParamSpec, *, num_clients: int) -> None:
@@ -63,21 +63,23 @@ class FedAdamW(Algorithm):
         self.partition = build_partition(params.blocks, spec.shapes, spec)
 
     # --- communication --------------------------------------------------------------------------
-    def _v_floats(self) -> int:
-        return {"block_mean": self.partition.n_blocks, "full": self.spec.d, "none": 0}[
-            self.params.v_agg
-        ]
+    @staticmethod
+    def _moments_size(p: FedAdamWConfig) -> Floats:
+        """v's block means (or all of v) and, with Agg-m, m: sent both ways."""
+        v = {"block_mean": Floats(blocks=1), "full": Floats(d=1), "none": Floats()}[p.v_agg]
+        return v + Floats(d=1 if p.m_agg else 0)
 
-    def _m_floats(self) -> int:
-        return self.spec.d if self.params.m_agg else 0
+    @classmethod
+    def upload_size(cls, params: FedAdamWConfig) -> Floats:  # type: ignore[override]
+        return Floats(d=1) + cls._moments_size(params)
 
-    def comm_up(self) -> float:
-        return float(self.spec.d + self._v_floats() + self._m_floats())
+    @classmethod
+    def download_size(cls, params: FedAdamWConfig) -> Floats:  # type: ignore[override]
+        # x, Delta_G (only needed when alignment is on), then the moments.
+        return Floats(d=2 if params.alpha else 1) + cls._moments_size(params)
 
-    def comm_down(self) -> float:
-        # x, Delta_G (only needed when alignment is on), v_bar and, with Agg-m, m_bar.
-        align = self.spec.d if self.params.alpha else 0
-        return float(self.spec.d + align + self._v_floats() + self._m_floats())
+    def n_blocks(self) -> int:
+        return self.partition.n_blocks
 
     # --- server ---------------------------------------------------------------------------------
     def init_server_state(self, x: Tensors) -> State:

@@ -87,7 +87,7 @@ def _assert_same(data: dict, tmp_path: Path) -> None:
 
 
 def _supported(name: str) -> bool:
-    return getattr(ALGORITHMS.get(name), "supports_vectorized", True) and not name.startswith("dp_")
+    return ALGORITHMS.get(name).supports_vectorized and not name.startswith("dp_")
 
 
 @pytest.mark.parametrize("name", [n for n, _ in ALGORITHMS.items() if _supported(n)])
