@@ -93,3 +93,17 @@ def test_dp_paper_means_and_expand_roundtrip_per_head() -> None:
     fc1 = spec.names.index("blocks.0.mlp.fc1.weight")
     assert torch.allclose(expanded[fc1], tensors[fc1].mean().expand_as(tensors[fc1]))
     torch.testing.assert_close(part.means(expanded), part.means(tensors), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("model", "resolved", "total"), [("vit_tiny", "hessian", 8164), ("resnet18", "tensor", 62)]
+)
+def test_blocks_command_shows_what_auto_picks(run_cli, model, resolved, total) -> None:
+    code, out, _ = run_cli("blocks", model)
+    assert code == 0
+    assert f"blocks: auto -> {resolved}" in out and f"B {total}" in out
+
+
+def test_blocks_command_rejects_an_unknown_kind(run_cli) -> None:
+    code, _, err = run_cli("blocks", "cnn", "--kind", "rows")
+    assert code == 2 and "--kind rows" in err and "dp_paper" in err
