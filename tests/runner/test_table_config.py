@@ -140,3 +140,38 @@ def test_find_table_by_path(tiny_table_path: Path):
     assert find_table(str(tiny_table_path)) == tiny_table_path
     with pytest.raises(FedbenchError, match="no table named 'nope'"):
         find_table("nope")
+
+
+def test_column_overrides_set_fields_per_grid_value_with_their_precedence():
+    """grid value < column override < preset < preset row < --set; other columns keep the base."""
+    data = tiny_table_data()
+    data["base"]["privacy"] = {"noise_multiplier": 1.0, "delta": 1.0e-5}
+    data["methods"] = {"DP": {"algorithm": {"name": "dp_fedavg"}}}
+    data["grid"] = {"partition.alpha": [0.6, 0.1], "fl.local_steps": [2, 3]}
+    data["column_overrides"] = {
+        "partition.alpha": {0.1: {"privacy.delta": 1.0e-6, "fl.local_steps": 5}},
+    }
+    t = table(**{k: data[k] for k in ("base", "methods", "grid", "column_overrides")})
+    runs = expand(t, seeds=1).runs
+    deltas = {(r.setting["partition.alpha"], r.setting["fl.local_steps"]): r for r in runs}
+    assert deltas[0.6, 2].cfg.privacy.delta == 1.0e-5 and deltas[0.6, 3].cfg.fl.local_steps == 3
+    assert deltas[0.1, 2].cfg.privacy.delta == 1.0e-6
+    assert deltas[0.1, 2].cfg.fl.local_steps == 5  # the column override beats the grid value
+    assert deltas[0.1, 2].setting == {"partition.alpha": 0.1, "fl.local_steps": 2}  # identity kept
+    t.presets["p"] = {"privacy.delta": 1.0e-7}
+    assert {r.cfg.privacy.delta for r in expand(t, preset="p").runs} == {1.0e-7}
+    overridden = expand(t, overrides=["privacy.delta=1e-8"]).runs
+    assert {r.cfg.privacy.delta for r in overridden} == {1.0e-8}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"data.name": {"digits": {"privacy.delta": 1e-6}}}, "is not a grid key"),
+        ({"partition.alpha": {0.3: {"privacy.delta": 1e-6}}}, "0.3 is not one of the grid"),
+        ({"partition.alpha": {0.6: 1e-6}}, "column_overrides"),
+    ],
+)
+def test_column_overrides_must_name_grid_keys_and_values(overrides, message):
+    with pytest.raises(FedbenchError, match=message):
+        table(column_overrides=overrides)
