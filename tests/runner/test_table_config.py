@@ -131,7 +131,7 @@ def test_shipped_configs_are_found_and_validate():
     assert {"table1", "table2", "table3", "dp_table2", "dp_table11"} <= set(tables)
     ablations = set(list_tables("ablation"))
     assert {"components", "alpha", "weight-decay", "aggregation", "table11"} <= ablations
-    assert OWN_ABLATIONS <= ablations
+    assert ablations >= OWN_ABLATIONS
     for kind, names in (("table", tables), ("ablation", list_tables("ablation"))):
         for name in names:
             t = load_table(name, kind)
