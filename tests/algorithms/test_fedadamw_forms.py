@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedbench.algorithms import RoundInfo
+from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo
 from fedbench.config import load_run_config
 from fedbench.errors import FedbenchError
 from tests.algorithms.helpers import SHAPES, Problem, assert_close, flatten, make, run_federated
@@ -145,3 +145,29 @@ def test_convex_alignment_communication_and_validation() -> None:
     assert make("fedadamw", alignment="convex", alpha=0.0).comm_down() == 2 * d + 2
     with pytest.raises(FedbenchError, match="alpha <= 1"):
         load_run_config(None, ["algorithm.alignment=convex", "algorithm.alpha=1.5"])
+
+
+def test_dp_fedadamw_convex_alignment_scales_the_debiased_step_by_alpha() -> None:
+    """dp_fedadamw inherits the switches: round 2 of one client with Delta_G from round 1,
+    y <- y - lr*(alpha*m_hat/(sqrt(max(v_hat - s^2, f*s^2)) + eps) + (1-alpha)*Delta_G + wd*y)."""
+    cls = ALGORITHMS.get("dp_fedadamw")
+    alpha, wd, lr, s, floor = 0.3, 0.05, 0.1, 0.2, 0.1
+    params = cls.Params(
+        lr=lr, alpha=alpha, weight_decay=wd, eps=EPS, alignment="convex", debias_floor=floor,
+        v_agg="none", beta1=0.0,
+    )  # fmt: skip
+    alg = cls(params, ParamSpec(["w"], [torch.Size([4])], {}), num_clients=1)
+    x = [torch.tensor([0.3, -0.2, 0.1, 1.0], dtype=torch.float64)]
+    delta = [torch.tensor([0.02, -0.01, 0.0, 0.04], dtype=torch.float64)]
+    server = alg.init_server_state(x)
+    alg.server_update([t.clone() for t in x], {"delta": delta}, server, RoundInfo(0, lr, 2, 1, 1))
+    info = RoundInfo(1, lr, 2, 1, 1, grad_noise_std=s)
+    local = alg.client_begin(x, server, None, info)
+    y = [x[0].clone()]
+    g = torch.tensor([0.5, -0.1, 0.05, 2.0], dtype=torch.float64)
+    alg.local_step(y, [g.clone()], local, 1, info)
+    # v from zero (v_agg none): k = 1 corrections; beta1 0: m_hat = g; v_hat = g^2.
+    denom = torch.sqrt(torch.clamp(g**2 - s**2, min=floor * s**2)) + EPS
+    delta_g = -delta[0] / (2 * lr)
+    expected = x[0] - lr * (alpha * g / denom + (1 - alpha) * delta_g + wd * x[0])
+    torch.testing.assert_close(y[0], expected, atol=TOL, rtol=0)
