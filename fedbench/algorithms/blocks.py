@@ -10,11 +10,15 @@ layer; fedbench.algorithms.hessian) and are built from the same pieces; `auto` p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
 import torch
 from torch import Tensor
 
 from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    from fedbench.algorithms.base import ParamSpec
 
 
 @dataclass(frozen=True)
@@ -73,11 +77,12 @@ class BlockPartition:
         return out
 
 
-#: The `blocks:` values of fedadamw (ALGORITHMS.md, "Switches").
-BLOCK_KINDS = ("auto", "tensor", "hessian", "dp_paper", "global")
+#: The `blocks:` values of fedadamw (docs/algorithms.md, "Block partitions").
+BlockKind = Literal["auto", "tensor", "hessian", "dp_paper", "global"]
+BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 
 
-def resolve_blocks(kind: str, spec=None) -> str:
+def resolve_blocks(kind: str, spec: ParamSpec | None = None) -> str:
     """`auto` is `hessian` for a model whose parameter roles are known (it declares attention
     heads: ViT, Swin, RoBERTa, their LoRA adapters) and `tensor` otherwise (CNNs, logreg)."""
     if kind != "auto":
@@ -87,7 +92,9 @@ def resolve_blocks(kind: str, spec=None) -> str:
     return "hessian" if spec is not None and roles_known(spec) else "tensor"
 
 
-def build_partition(kind: str, shapes: list[torch.Size], spec=None) -> BlockPartition:
+def build_partition(
+    kind: str, shapes: list[torch.Size], spec: ParamSpec | None = None
+) -> BlockPartition:
     """The `blocks:` setting of fedadamw: auto | tensor | global | hessian | dp_paper (the last
     two need the ParamSpec: names and head counts)."""
     shapes = [torch.Size(s) for s in shapes]

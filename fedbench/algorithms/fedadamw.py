@@ -37,7 +37,7 @@ from fedbench.algorithms.base import (
     add_coupled_decay_,
     zeros_like,
 )
-from fedbench.algorithms.blocks import BLOCK_KINDS, build_partition
+from fedbench.algorithms.blocks import BlockKind, build_partition
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.config import AlgorithmConfig
 
@@ -51,7 +51,7 @@ class FedAdamWConfig(AlgorithmConfig):
     v_agg: Literal["block_mean", "full", "none"] = "block_mean"
     m_agg: bool = False
     decoupled: bool = True
-    blocks: Literal[BLOCK_KINDS] = "auto"  # type: ignore[valid-type]
+    blocks: BlockKind = "auto"
     v_bias_correction: Literal["global", "local", "none"] = "global"
     m_bias_correction: Literal["local", "global"] = "local"
     alignment: Literal["additive", "convex"] = "additive"
