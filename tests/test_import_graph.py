@@ -15,9 +15,6 @@ ROOT = Path(fedbench.__file__).parent
 #: Cycles that exist today, each with the change that removes it. A listed cycle that is gone
 #: fails the test too, so that its entry is deleted and it cannot come back unnoticed.
 KNOWN_CYCLES = {
-    # train() imports select_engine from vectorized, which subclasses loop's Engine: h14's
-    # engine split (engine/run.py) removes it.
-    frozenset({"fedbench.engine.loop", "fedbench.engine.vectorized"}),
     # build_partition imports the Hessian partition, which imports BlockPartition (both
     # function-level); blocks.py and hessian.py are being reworked for `blocks: auto` (issue 12).
     frozenset({"fedbench.algorithms.blocks", "fedbench.algorithms.hessian"}),
@@ -113,7 +110,7 @@ def test_algorithms_import_nothing_above_them() -> None:
 
 def test_the_graph_sees_function_level_and_package_imports() -> None:
     graph = import_graph()
-    assert "fedbench.engine.vectorized" in graph["fedbench.engine.loop"]  # inside train()
+    assert "fedbench.algorithms.hessian" in graph["fedbench.algorithms.blocks"]  # in a function
     assert "fedbench.algorithms" in graph["fedbench.config"]  # via fedbench.algorithms.params
     assert "fedbench.algorithms" not in graph["fedbench.algorithms.dp"]  # its own package
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset("abc")}
