@@ -48,9 +48,10 @@ def test_algorithm_defaults_follow_algorithms_md():
         "block_mean",
         False,
         True,
-        "tensor",
+        "auto",
         "global",
     )
+    assert (a.m_bias_correction, a.alignment) == ("local", "additive")
     f = RunConfig.model_validate({"algorithm": {"name": "fedavg"}}).algorithm
     assert (f.lr, f.weight_decay, f.grad_clip, f.server_lr) == (0.1, 1e-3, 10.0, 1.0)
 

@@ -75,15 +75,15 @@ class RoundResults:
     """What the sampled clients of one round hand back, reduced as they arrive.
 
     `add` takes one client's upload, its aggregation weight, its model buffers (BatchNorm
-    statistics, when the model has any) and, for the diagnostics, its block means of v. With
-    `keep_uploads` (algorithms with `uses_client_uploads`), a copy of every upload is also kept,
-    with the client's id (`client`), for the server step.
+    statistics, when the model has any) and, for the diagnostics, its block means of v.
     """
 
     def __init__(self, diagnostics: bool, keep_uploads: bool = False) -> None:
         self.diagnostics = diagnostics
+        #: Every client's upload, kept only for algorithms that read them all
+        #: (`Algorithm.uses_client_uploads`); otherwise only the streaming mean exists.
         self.keep_uploads = keep_uploads
-        self.kept: list[ClientUpload] = []
+        self.client_uploads: list[ClientUpload] = []
         self.uploads = Aggregator(spread_of="delta" if diagnostics else None)
         self.buffers = Aggregator()
         self.v_means: list[Tensor] = []
@@ -100,7 +100,7 @@ class RoundResults:
     ) -> None:
         self.uploads.add(upload, weight)
         if self.keep_uploads:
-            self.kept.append(ClientUpload.kept(client, weight, upload))
+            self.client_uploads.append(ClientUpload.kept(client, weight, upload))
         floats = [b for b in buffers if b.is_floating_point()]
         if floats:
             self.buffers.add({"b": floats}, weight)
@@ -131,7 +131,7 @@ def finish_round(
         round_diagnostics(results.uploads, mean, results.v_means) if results.diagnostics else None
     )
     with torch.no_grad():
-        algorithm.server_update_with_uploads(x, mean, results.kept, server, info)
+        algorithm.server_update_with_uploads(x, mean, results.client_uploads, server, info)
         float_means = iter(results.buffers.means().get("b", []))
         int_values = iter(results.int_buffers or [])
         for g in global_buffers:

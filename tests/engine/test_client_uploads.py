@@ -9,7 +9,7 @@ import torch
 
 from fedbench.algorithms.fedexp import FedExP
 from fedbench.config import load_run_config
-from fedbench.engine import train
+from fedbench.engine.run import train
 from fedbench.engine.schedule import client_schedule
 
 TINY = [
