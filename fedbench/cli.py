@@ -74,8 +74,7 @@ def blocks(
 ) -> None:
     """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B
     (`--kind auto`, the default, shows which partition auto picks for this model)."""
-    from fedbench.algorithms.blocks import BLOCK_KINDS, resolve_blocks
-    from fedbench.algorithms.hessian import block_layout
+    from fedbench.algorithms.blocks import BLOCK_KINDS, block_layout, resolve_blocks
     from fedbench.config import load_run_config
     from fedbench.engine.setup import model_and_spec
 
