@@ -370,56 +370,30 @@ def _write_tuned(
     val_fraction: float,
     rounds: int | None,
 ) -> None:
-    cells: dict[str, dict[str, Any]] = {}
+    """Write (or update) tuned.yaml: the cells of this tune replace their earlier entries, the
+    other cells (tuned by another command, e.g. another group of rows) are kept."""
+    document: dict[str, Any] = {"table": plan.table.table, "preset": plan.preset, "rows": {}}
+    if path.is_file():
+        earlier = read_yaml(path)
+        if earlier.get("table") == plan.table.table and earlier.get("preset") == plan.preset:
+            document["rows"] = earlier.get("rows") or {}
+    space = {f.key: f"{f.kind}:{':'.join(str(v) for v in f.values)}" for f in fields}
     for method, column, values, score, complete, pruned, failed in rows:
-        cells.setdefault(method, {})[column] = {
+        document["rows"].setdefault(method, {})[column] = {
             "values": values,
             "score": None if math.isnan(score) else round(score, 4),
+            "objective": {
+                "metric": OBJECTIVE,
+                "split": "validation",
+                "val_fraction": val_fraction,
+                "rounds": rounds,
+                "at": "final round",
+            },
+            "space": space,
             "trials": {"completed": complete, "pruned": pruned, "failed": failed},
         }
-    document = {
-        "table": plan.table.table,
-        "preset": plan.preset,
-        "objective": {
-            "metric": OBJECTIVE,
-            "split": "validation",
-            "val_fraction": val_fraction,
-            "rounds": rounds,
-            "at": "final round",
-        },
-        "space": {f.key: f"{f.kind}:{':'.join(str(v) for v in f.values)}" for f in fields},
-        "rows": cells,
-    }
     header = "# Written by `fedbench tune`; apply with `fedbench run TABLE --tuned THIS_FILE`.\n"
     path.write_text(header + yaml.safe_dump(document, sort_keys=False))
-
-
-def plan_to_tune(
-    target: str, *, preset: str | None, methods: list[str] | None, overrides: list[str]
-) -> tuple[Plan, str]:
-    """The plan of TABLE (a table, an ablation or a table config's path) or of a single run
-    config's path (one cell), at one seed; and the command that runs it ("run" | "ablate")."""
-    from fedbench.runner.sweep import make_plan
-    from fedbench.runner.table_config import expand, find_table
-
-    path = Path(target)
-    if path.suffix in (".yaml", ".yml") and path.is_file():
-        data = read_yaml(path)
-        if "table" not in data:  # a run config: one row named after its algorithm
-            name = str((data.get("algorithm") or {}).get("name", "run"))
-            table = TableConfig(
-                table=path.stem, base=data, methods={name: {}}, seeds=[int(data.get("seed", 0))]
-            )
-            return expand(
-                table, preset=preset, seeds=1, methods=methods, overrides=overrides
-            ), "train"
-    try:
-        find_table(target, "table")
-        kind = "table"
-    except FedbenchError:
-        kind = "ablation"
-    plan = make_plan(target, kind, preset=preset, seeds=1, methods=methods, overrides=overrides)
-    return plan, "ablate" if kind == "ablation" else "run"
 
 
 # ---------------------------------------------------------------------------------------------

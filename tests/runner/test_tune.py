@@ -80,7 +80,7 @@ def test_grid_tune_picks_the_best_validation_score_and_run_uses_it(tmp_path: Pat
     assert result.tuned == {"Local SGD": {column: {"algorithm.lr": best}}}
     written = yaml.safe_load((result.folder / "tuned.yaml").read_text())
     assert written["rows"]["Local SGD"][column]["score"] == pytest.approx(scores[best], abs=1e-4)
-    assert written["objective"]["split"] == "validation"
+    assert written["rows"]["Local SGD"][column]["objective"]["split"] == "validation"
 
     # `run --tuned` trains every seed of the cell at the tuned value, on the test set.
     code, _, err = run_cli(
