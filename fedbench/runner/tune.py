@@ -205,40 +205,12 @@ def tune(
     on_trial: Callable[[str], None] | None = None,
 ) -> TuneResult:
     """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials."""
-    optuna = _optuna()
-    if not fields:
-        raise FedbenchError("give at least one --space or --grid field to tune")
-    if len({f.key for f in fields}) != len(fields):
-        raise FedbenchError("a field is given twice in --space/--grid")
-    grid_only = all(f.kind == "grid" for f in fields)
-    if trials is None:
-        if not grid_only:
-            raise FedbenchError("--trials is required with --space")
-        trials = math.prod(len(f.values) for f in fields)
-    if trials < 1:
-        raise FedbenchError("--trials must be at least 1")
-    if not 0 < val_fraction < 1:
-        raise FedbenchError("--val-fraction must be in (0, 1): the test set is never tuned on")
+    trials = _trial_budget(fields, trials, val_fraction)
     folder = out / f"{plan.name}-tune"
     folder.mkdir(parents=True, exist_ok=True)
-    storage = f"sqlite:///{(folder / STUDY_FILE).resolve()}"
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
+    _open_studies(cells, fields, folder / STUDY_FILE, seed)
     distributions = {f.key: f.distribution() for f in fields}
-    for cell in cells:
-        cell.study = optuna.create_study(
-            study_name=cell.name,
-            storage=storage,
-            load_if_exists=True,
-            direction="maximize",
-            sampler=optuna.samplers.TPESampler(seed=seed),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
-        )
-        if grid_only and not cell.study.get_trials(deepcopy=False):
-            # A grid is enqueued point by point (Optuna's GridSampler stops the study from
-            # inside, which only works under study.optimize, not with ask/tell).
-            keys = [f.key for f in fields]
-            for point in itertools.product(*(f.values for f in fields)):
-                cell.study.enqueue_trial(dict(zip(keys, point, strict=True)))
     queue = _resumed_trials(cells, plan)
     while True:
         queue += _new_trials(cells, trials, distributions, plan, batch - len(queue))
@@ -249,6 +221,45 @@ def tune(
     tuned, rows = _best(cells)
     _write_tuned(folder / TUNED_FILE, plan, fields, tuned, rows, val_fraction, rounds)
     return TuneResult(folder, tuned, rows)
+
+
+def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: float) -> int:
+    """Trials per cell (with only --grid fields: the grid's size by default); checks the
+    search fields and the validation fraction."""
+    if not fields:
+        raise FedbenchError("give at least one --space or --grid field to tune")
+    if len({f.key for f in fields}) != len(fields):
+        raise FedbenchError("a field is given twice in --space/--grid")
+    if not 0 < val_fraction < 1:
+        raise FedbenchError("--val-fraction must be in (0, 1): the test set is never tuned on")
+    if trials is None:
+        if any(f.kind != "grid" for f in fields):
+            raise FedbenchError("--trials is required with --space")
+        trials = math.prod(len(f.values) for f in fields)
+    if trials < 1:
+        raise FedbenchError("--trials must be at least 1")
+    return trials
+
+
+def _open_studies(cells: list[Cell], fields: list[SearchField], path: Path, seed: int) -> None:
+    """Create (or load, when resuming) each cell's study in one SQLite file."""
+    optuna = _optuna()
+    storage = f"sqlite:///{path.resolve()}"
+    for cell in cells:
+        cell.study = optuna.create_study(
+            study_name=cell.name,
+            storage=storage,
+            load_if_exists=True,
+            direction="maximize",
+            sampler=optuna.samplers.TPESampler(seed=seed),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+        )
+        if all(f.kind == "grid" for f in fields) and not cell.study.get_trials(deepcopy=False):
+            # A grid is enqueued point by point (Optuna's GridSampler stops the study from
+            # inside, which only works under study.optimize, not with ask/tell).
+            keys = [f.key for f in fields]
+            for point in itertools.product(*(f.values for f in fields)):
+                cell.study.enqueue_trial(dict(zip(keys, point, strict=True)))
 
 
 def _finished(study: Any) -> int:
