@@ -320,8 +320,11 @@ def list_(
         rows = [[name, _first_line(fn.__doc__)] for name, fn in MODELS.items()]
         _list_table("models", ["name", "description"], rows)
     else:
+        from fedbench.suggest import did_you_mean
+
+        choices = ("tables", "ablations", "algorithms", "datasets", "models")
         raise FedbenchError(
-            f"cannot list {what!r}; choose tables, ablations, algorithms, datasets or models"
+            f"cannot list {what!r};{did_you_mean(what, choices)} choose {', '.join(choices)}"
         )
 
 

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from fedbench.errors import FedbenchError
+from fedbench.suggest import unknown_algorithm_field, unknown_field
 
 DEFAULT_ALGORITHM = "fedadamw"
 
@@ -156,12 +157,28 @@ class RunConfig(Strict):
 # Loading and overrides
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing or malformed file is a FedbenchError (exit code 2)."""
+    """Read a YAML mapping; a missing or malformed file (or a duplicate key) is a FedbenchError
+    (exit code 2)."""
     if not path.is_file():
         raise FedbenchError(f"config file {path} not found; give the path of a YAML run config")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -212,11 +229,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return result
 
 
-def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
-    """One line for the first error of a pydantic ValidationError."""
+def format_validation_error(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> str:
+    """One line for the first error of a pydantic ValidationError (of `model`, when given: an
+    unknown key then lists the closest keys of its section)."""
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in (*([prefix] if prefix else []), *err["loc"]))
     if err["type"] == "extra_forbidden":
+        if model is not None:
+            return unknown_field(model, err["loc"], prefix)
         return f"unknown config field {loc!r}; check its spelling against the config reference"
     msg = err["msg"]
     if err["type"] == "missing":
@@ -224,8 +246,11 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return f"invalid config value for {loc!r}: {msg} (got {err.get('input')!r})"
 
 
-def parse_run_config(data: dict[str, Any]) -> RunConfig:
-    """Validate a raw mapping into a RunConfig, turning errors into one-line FedbenchErrors."""
+def parse_run_config(data: dict[str, Any], previous_algorithm: str | None = None) -> RunConfig:
+    """Validate a raw mapping into a RunConfig, turning errors into one-line FedbenchErrors.
+
+    `previous_algorithm`: the algorithm the config named before a `--set algorithm.name=...`, so
+    that a field left over from it is reported as such."""
     if "table" in data or "methods" in data:
         raise FedbenchError("this is a table config; run it with `fedbench run TABLE`")
     algorithm = data.get("algorithm") or {}
@@ -238,16 +263,22 @@ def parse_run_config(data: dict[str, Any]) -> RunConfig:
     try:
         params = ALGORITHMS.get(name).Params.model_validate(algorithm)
     except ValidationError as exc:
+        err = exc.errors()[0]
+        if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+            key = str(err["loc"][0])
+            raise FedbenchError(unknown_algorithm_field(key, name, previous_algorithm)) from None
         raise FedbenchError(format_validation_error(exc, "algorithm")) from None
     if getattr(ALGORITHMS.get(name), "requires_privacy", False) and data.get("privacy") is None:
         data = {**data, "privacy": {}}  # dp_ algorithms: the privacy section's defaults
     try:
         return RunConfig.model_validate({**data, "algorithm": params})
     except ValidationError as exc:
-        raise FedbenchError(format_validation_error(exc)) from None
+        raise FedbenchError(format_validation_error(exc, model=RunConfig)) from None
 
 
 def load_run_config(path: Path | None, overrides: list[str] | None = None) -> RunConfig:
     """The resolved run config of `fedbench train [CONFIG] [--set k=v]...`."""
     data = read_yaml(path) if path is not None else {}
-    return parse_run_config(apply_overrides(data, overrides or []))
+    section = data.get("algorithm")
+    previous = section.get("name", DEFAULT_ALGORITHM) if isinstance(section, dict) else None
+    return parse_run_config(apply_overrides(data, overrides or []), previous)

@@ -37,6 +37,7 @@ from fedbench.config import (
     set_path,
 )
 from fedbench.errors import FedbenchError
+from fedbench.suggest import did_you_mean
 
 #: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
 METRICS = ("test_acc", "train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s")
@@ -186,8 +187,19 @@ def find_table(name: str, kind: Literal["table", "ablation"] = "table") -> Path:
         tried.append(str(folder))
         if candidate.is_file():
             return candidate
-    known = ", ".join(list_tables(kind)) or "none"
-    raise FedbenchError(f"no {kind} named {name!r} (looked in {', '.join(tried)}); known: {known}")
+    other: Literal["table", "ablation"] = "ablation" if kind == "table" else "table"
+    if name in list_tables(other):
+        command = "ablate" if other == "ablation" else "run"
+        article = {"table": "a table", "ablation": "an ablation"}
+        raise FedbenchError(
+            f"{name!r} is {article[other]}, not {article[kind]}; "
+            f"run it with `fedbench {command} {name}`"
+        )
+    known = list_tables(kind)
+    raise FedbenchError(
+        f"no {kind} named {name!r};{did_you_mean(name, known)} known: {', '.join(known) or 'none'}"
+        f" (looked in {', '.join(tried)})"
+    )
 
 
 def list_tables(kind: Literal["table", "ablation"] = "table") -> list[str]:
@@ -249,8 +261,11 @@ def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any
     if preset is None:
         return []
     if preset not in table.presets:
-        known = ", ".join(sorted(table.presets)) or "none"
-        raise FedbenchError(f"{table.table} has no preset {preset!r}; known: {known}")
+        known = sorted(table.presets)
+        raise FedbenchError(
+            f"{table.table} has no preset {preset!r};{did_you_mean(preset, known)} "
+            f"known: {', '.join(known) or 'none'}"
+        )
     return [(k, v) for k, v in table.presets[preset].items() if k != PRESET_METHODS]
 
 
@@ -298,8 +313,9 @@ def select_methods(table: TableConfig, methods: list[str] | None) -> list[str]:
         return list(table.methods)
     unknown = [m for m in methods if m not in table.methods]
     if unknown:
+        hint = did_you_mean(unknown[0], table.methods)
         raise FedbenchError(
-            f"{table.table} has no row {unknown[0]!r}; rows: {', '.join(table.methods)}"
+            f"{table.table} has no row {unknown[0]!r};{hint} rows: {', '.join(table.methods)}"
         )
     return [m for m in table.methods if m in methods]
 
