@@ -95,8 +95,31 @@ PresetOption = Annotated[
     str | None, typer.Option("--preset", help="A named preset of the table, e.g. quick.")
 ]
 SeedsOption = Annotated[
-    int | None, typer.Option("--seeds", help="Run the first N seeds of the table.")
+    str | None,
+    typer.Option(
+        "--seeds",
+        help="N: the table's first N seeds (continued 0,1,2,... past its list, with a note); "
+        "or an explicit list such as 0,3,7.",
+    ),
 ]
+
+
+def _parse_seeds(text: str | None) -> int | list[int] | None:
+    """`--seeds 3` -> 3 (the first three); `--seeds 0,3,7` -> [0, 3, 7]."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise FedbenchError(
+            f"--seeds {text!r} is neither a count nor a list of integers; e.g. --seeds 3 or 0,3,7"
+        ) from None
+    if not values:
+        raise FedbenchError("--seeds is empty; e.g. --seeds 3 or --seeds 0,3,7")
+    return values if "," in text else values[0]
+
+
 MethodsOption = Annotated[
     str | None, typer.Option("--methods", help="Comma-separated row labels to run (default all).")
 ]
@@ -110,6 +133,13 @@ WorkersOption = Annotated[
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
 ]
+WritePlanOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--write-plan",
+        help="Write the plan (every run's id, cell and resolved config) as JSON to this file.",
+    ),
+]
 LauncherOption = Annotated[str, typer.Option("--launcher", help="local (ray: not available yet).")]
 
 
@@ -117,16 +147,23 @@ def _sweep(
     kind: str,
     name: str,
     preset: str | None,
-    seeds: int | None,
+    seeds: str | None,
     methods: str | None,
     set_: list[str] | None,
     out: Path,
     workers: int | None,
     dry_run: bool,
     launcher: str,
+    plan_file: Path | None = None,
 ) -> None:
     from fedbench.report import build_report
-    from fedbench.runner.sweep import make_plan, plan_table_view, run_sweep
+    from fedbench.runner.sweep import (
+        make_plan,
+        plan_table_view,
+        run_sweep,
+        seeds_note,
+        write_json_plan,
+    )
 
     if launcher != "local":
         raise FedbenchError(f"--launcher {launcher} is not available yet; use --launcher local")
@@ -137,10 +174,16 @@ def _sweep(
         name,
         "ablation" if kind == "ablate" else "table",
         preset=preset,
-        seeds=seeds,
+        seeds=_parse_seeds(seeds),
         methods=rows,
         overrides=set_ or [],
     )
+    note = seeds_note(plan)
+    if note:
+        console.print(note, highlight=False, soft_wrap=True)
+    if plan_file is not None:
+        write_json_plan(plan, plan_file)
+        console.print(f"plan: {plan_file}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(plan_table_view(plan))
         unique = len({r.run_id for r in plan.runs})
@@ -176,10 +219,11 @@ def run(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
+    write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
 ) -> None:
     """Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/."""
-    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher, write_plan)
 
 
 @app.command()
@@ -194,10 +238,13 @@ def ablate(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
+    write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
 ) -> None:
     """The same as `run` for an ablation table."""
-    _sweep("ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+    _sweep(
+        "ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher, write_plan
+    )
 
 
 @app.command()
@@ -217,7 +264,11 @@ def report(
 @app.command()
 def epsilon(
     config: Annotated[
-        Path | None, typer.Argument(help="A YAML run config with a privacy section.")
+        str | None,
+        typer.Argument(
+            help="A YAML run config with a privacy section, or a table config (path or name, "
+            "e.g. dp_table2): then epsilon per (row, column) of its plan."
+        ),
     ] = None,
     set_: SetOption = None,
     client_size: Annotated[
@@ -227,13 +278,63 @@ def epsilon(
             help="Samples per client, skipping the data (e.g. CIFAR-10 / 50 clients = 1000).",
         ),
     ] = None,
+    preset: PresetOption = None,
+    methods: MethodsOption = None,
+    column: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column", help="Table configs: keep the columns with KEY=VALUE, repeatable."
+        ),
+    ] = None,
+    seeds: SeedsOption = None,
 ) -> None:
     """Print the epsilon a private config will spend (or the sigma calibrated to its target)."""
-    from fedbench.config import load_run_config
+    from fedbench.config import load_run_config, read_yaml
     from fedbench.privacy.report import describe_privacy
 
-    cfg = load_run_config(config, set_ or [])
+    path = Path(config) if config is not None else None
+    table_name: str | None = None
+    if path is not None and path.is_file():
+        data = read_yaml(path)
+        if "table" in data and "methods" in data:
+            table_name = config
+    elif config is not None and path is not None and path.suffix not in (".yaml", ".yml"):
+        table_name = config  # a table name: configs/dp/<name>.yaml
+    if table_name is not None:
+        _table_epsilon(table_name, preset, seeds, methods, column or [], set_ or [], client_size)
+        return
+    if preset or methods or column or seeds:
+        raise FedbenchError("--preset, --methods, --column and --seeds apply to table configs only")
+    cfg = load_run_config(path, set_ or [])
     console.print(describe_privacy(cfg, client_size), highlight=False, soft_wrap=True)
+
+
+def _table_epsilon(
+    name: str,
+    preset: str | None,
+    seeds: str | None,
+    methods: str | None,
+    columns: list[str],
+    set_: list[str],
+    client_size: int | None,
+) -> None:
+    """`fedbench epsilon TABLE`: epsilon of every private (row, column) of the table's plan."""
+    from fedbench.privacy.report import parse_column_picks, table_epsilons
+    from fedbench.runner.sweep import make_plan
+    from fedbench.runner.table_config import load_table
+
+    rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    picks = parse_column_picks(columns, load_table(name))
+    plan = make_plan(name, preset=preset, seeds=_parse_seeds(seeds), methods=rows, overrides=set_)
+    cells = table_epsilons(plan, client_size, picks)
+    if not cells:
+        raise FedbenchError(f"{plan.name}: no private run in the selection (no privacy section)")
+    _list_table(
+        f"{plan.name}: epsilon of the worst client (over seeds "
+        f"{','.join(str(s) for s in sorted({r.seed for r in plan.runs}))})",
+        ["method", "column", "epsilon", "delta", "noise_multiplier"],
+        [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}"] for m, c, e, d, s in cells],
+    )
 
 
 @app.command()

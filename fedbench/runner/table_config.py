@@ -295,12 +295,16 @@ def _apply_preset(
         set_path(data, key.split("."), copy.deepcopy(value))
 
 
-def select_seeds(table: TableConfig, count: int | None) -> list[int]:
+def select_seeds(table: TableConfig, count: int | list[int] | None) -> list[int]:
     """The first `count` seeds of the table (continued with the next integers when it asks for
-    more than the table lists)."""
+    more than the table lists), or an explicit list of seeds."""
     seeds = list(table.seeds)
     if count is None:
         return seeds
+    if isinstance(count, list):
+        if len(set(count)) != len(count) or any(s < 0 for s in count):
+            raise FedbenchError(f"--seeds {count} must list distinct non-negative integers")
+        return list(count)
     if count < 1:
         raise FedbenchError("--seeds must be at least 1")
     while len(seeds) < count:
@@ -324,7 +328,7 @@ def expand(
     table: TableConfig,
     *,
     preset: str | None = None,
-    seeds: int | None = None,
+    seeds: int | list[int] | None = None,
     methods: list[str] | None = None,
     overrides: list[str] | None = None,
 ) -> Plan:
