@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedbench.errors import FedbenchError
+from fedbench.errors import FedbenchError, Interrupted
 
 app = typer.Typer(
     name="fedbench",
@@ -45,19 +46,24 @@ def train(
     from fedbench.engine import train as run_training
 
     cfg = load_run_config(config, set_ or [])
-    result = run_training(cfg, out, save_model=save_model, console=console)
+    try:
+        result = run_training(cfg, out, save_model=save_model, console=console)
+    except KeyboardInterrupt:
+        from fedbench.engine.run_folder import RunFolder
+
+        folder = RunFolder.for_config(out, cfg)
+        resume = shlex.join(["fedbench", *sys.argv[1:]])
+        raise Interrupted(folder.interrupted_line(cfg.fl.rounds, resume)) from None
     summary = result.summary
     if result.status == "skipped":
         console.print(
-            f"run {result.run_dir.name} is already done ({summary.get('status')}): {result.run_dir}"
+            f"run {result.run_dir.name} is already done ({summary.get('status')}): {result.run_dir}",
+            highlight=False,
+            soft_wrap=True,
         )
         return
-    final = summary.get("final", {})
     console.print(
-        f"{result.status}: {result.run_dir}  test_acc {final.get('test_acc')}  "
-        f"train_loss {final.get('train_loss')}  d {summary.get('d')}  wall {summary.get('wall_s')} s",
-        highlight=False,
-        soft_wrap=True,
+        f"{result.status}: {result.run_dir}  {final_line(summary)}", highlight=False, soft_wrap=True
     )
     if result.status != "completed":
         console.print(f"[red]{summary.get('error')}[/red]")
@@ -84,6 +90,23 @@ def blocks(
         [[n, "x".join(map(str, s)), str(c)] for n, s, c in rows],
     )
     console.print(f"d {spec.d}  tensors {len(rows)}  B {sum(c for *_, c in rows)}", highlight=False)
+
+
+def _fmt(value: object, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+def final_line(summary: dict) -> str:
+    """A finished run's scores, rounded for reading (the run folder keeps full precision)."""
+    final = summary.get("final") or {}
+    parts = [
+        f"test_acc {_fmt(final.get('test_acc'), '.2f')}",
+        f"train_loss {_fmt(final.get('train_loss'), '.4f')}",
+    ]
+    if summary.get("epsilon") is not None:
+        parts.append(f"epsilon {summary['epsilon']:.2f} (delta {summary.get('delta'):g})")
+    parts += [f"d {summary.get('d')}", f"wall {_fmt(summary.get('wall_s'), '.2f')} s"]
+    return "  ".join(parts)
 
 
 def _first_line(doc: str | None) -> str:
@@ -193,7 +216,18 @@ def _sweep(
             highlight=False,
         )
         return
-    result = run_sweep(plan, out, workers=workers, console=console)
+    try:
+        result = run_sweep(plan, out, workers=workers, console=console)
+    except KeyboardInterrupt:
+        from fedbench.engine.run_folder import RunFolder
+
+        runs = {r.run_id: r for r in plan.runs}
+        done = sum(RunFolder.for_config(out, r.cfg).is_finished() for r in runs.values())
+        raise Interrupted(
+            f"interrupted {plan.name} after {done} of {len(runs)} runs; finished runs are kept "
+            f"and unfinished ones resume from their checkpoints in {out / 'runs'}; resume: "
+            + shlex.join(["fedbench", *sys.argv[1:]])
+        ) from None
     report = build_report(result.folder, out / "runs")
     console.print(report.rich)
     console.print(f"report: {result.folder}", highlight=False, soft_wrap=True)
@@ -437,5 +471,6 @@ def main() -> None:
     try:
         app()
     except FedbenchError as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        prefix = "" if isinstance(exc, Interrupted) else "error: "
+        err_console.print(f"{prefix}{exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

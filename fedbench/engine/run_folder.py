@@ -70,3 +70,26 @@ class RunFolder:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary, summary)
+
+    def checkpoint_round(self) -> int | None:
+        """The round the checkpoint holds (None without one)."""
+        import torch
+
+        if not self.checkpoint.is_file():
+            return None
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+        return int(state["round"])
+
+    def interrupted_line(self, rounds: int, resume: str) -> str:
+        """One line after Ctrl-C: the run, the round its checkpoint holds, the resume command."""
+        evaluated = self.read_metrics()
+        last = (
+            f"last evaluated round {evaluated[-1]['round']}/{rounds}" if evaluated else "no round"
+        )
+        at = self.checkpoint_round()
+        where = (
+            f"checkpoint at round {at}: {self.checkpoint}"
+            if at is not None
+            else "no checkpoint yet (runtime.checkpoint_every), the rerun starts at round 0"
+        )
+        return f"interrupted run {self.path.name} ({last}); {where}; resume: {resume}"
