@@ -19,14 +19,41 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Plain click help: typer's rich panels print a `<bool>` placeholder after every flag.
+    rich_markup_mode=None,
 )
 # Off a terminal (logs, CI) rich would wrap at 80 columns; tables read better wider.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
+
+def _version(value: bool) -> None:
+    if value:
+        import fedbench
+
+        console.print(f"fedbench {fedbench.__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Reproducible federated-optimisation experiments (FedAdamW, DP-FedAdamW, FedAdamom)."""
+
+
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config field: key.path=value (YAML-typed), repeatable."),
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="Override a config field: key.path=value (YAML-typed), repeatable.",
+    ),
 ]
 
 
@@ -74,14 +101,19 @@ def train(
 def blocks(
     model: Annotated[str, typer.Argument(help="A model name (fedbench list models).")],
     set_: SetOption = None,
-    kind: Annotated[str, typer.Option("--kind", help="tensor | hessian | global")] = "hessian",
+    kind: Annotated[
+        str | None,
+        typer.Option("--kind", help="A `blocks` value (default: FedAdamW's algorithm.blocks)."),
+    ] = None,
 ) -> None:
     """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B."""
     from fedbench.algorithms.hessian import block_layout
     from fedbench.config import load_run_config
     from fedbench.engine.setup import model_and_spec
 
-    cfg = load_run_config(None, [f"model.name={model}", *(set_ or [])])
+    cfg = load_run_config(None, ["algorithm.name=fedadamw", f"model.name={model}", *(set_ or [])])
+    # One default: the layout FedAdamW would train with under these settings.
+    kind = kind or getattr(cfg.algorithm, "blocks", "tensor")
     spec = model_and_spec(cfg)
     rows = block_layout(spec, kind)
     _list_table(
@@ -110,8 +142,9 @@ def final_line(summary: dict) -> str:
 
 
 def _first_line(doc: str | None) -> str:
-    lines = (doc or "").strip().splitlines()
-    return lines[0] if lines else ""
+    """A docstring's first paragraph on one line (a sentence may span source lines)."""
+    paragraph = (doc or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
 
 
 PresetOption = Annotated[
