@@ -457,8 +457,17 @@ def list_(
     what: Annotated[
         str, typer.Argument(help="tables | ablations | algorithms | datasets | models")
     ] = "algorithms",
+    name: Annotated[
+        str | None,
+        typer.Argument(help="With `algorithms`: one algorithm's hyperparameters in full."),
+    ] = None,
 ) -> None:
-    """List what fedbench knows by name."""
+    """List what fedbench knows by name; `list algorithms NAME` shows NAME's every setting."""
+    if name is not None:
+        if what != "algorithms":
+            raise FedbenchError(f"a NAME applies to `fedbench list algorithms NAME`, not {what}")
+        _show_algorithm(name)
+        return
     from fedbench.algorithms import ALGORITHMS
     from fedbench.data import DATASETS
     from fedbench.models import MODELS
@@ -494,6 +503,27 @@ def list_(
         raise FedbenchError(
             f"cannot list {what!r};{did_you_mean(what, choices)} choose {', '.join(choices)}"
         )
+
+
+def _show_algorithm(name: str) -> None:
+    """Every hyperparameter of algorithm NAME: type, default, range and meaning."""
+    from fedbench.algorithms import ALGORITHMS
+    from fedbench.fields import field_rows
+
+    cls = ALGORITHMS.get(name)
+    console.print(
+        f"{name}: {cls.paper}\n{_first_line(cls.__doc__)}\n"
+        f"upload per client and round: {cls.comm_up_label}; per-client state: "
+        f"{cls.client_state_desc}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    rows = field_rows(cls.Params, skip=("name",))
+    _list_table(
+        f"{name} hyperparameters (--set algorithm.FIELD=VALUE)",
+        ["field", "type", "default", "range", "meaning"],
+        [[r.name, r.type, r.default, r.range, r.meaning] for r in rows],
+    )
 
 
 def main() -> None:

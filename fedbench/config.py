@@ -150,7 +150,10 @@ class RunConfig(Strict):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")
-        return f"{self.algorithm.name}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+        from fedbench.run_name import readable_label
+
+        label = readable_label(self)  # the short settings that differ from the defaults
+        return f"{self.algorithm.name}{label}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
 
 
 # ---------------------------------------------------------------------------------------------
