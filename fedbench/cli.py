@@ -5,13 +5,16 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from fedbench.errors import FedbenchError, Interrupted
+
+if TYPE_CHECKING:
+    from fedbench.config import RunConfig
 
 app = typer.Typer(
     name="fedbench",
@@ -67,12 +70,21 @@ def train(
     save_model: Annotated[
         bool, typer.Option("--save-model", help="Write the final model.pt.")
     ] = False,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config", help="Print the resolved config as YAML and exit; run nothing."
+        ),
+    ] = False,
 ) -> None:
     """Train one run; its folder is OUT/runs/<run_id>/. Reruns resume or skip a finished run."""
     from fedbench.config import load_run_config
     from fedbench.engine import train as run_training
 
     cfg = load_run_config(config, set_ or [])
+    if print_config:
+        _print_config(cfg, out)
+        return
     try:
         result = run_training(cfg, out, save_model=save_model, console=console)
     except KeyboardInterrupt:
@@ -122,6 +134,17 @@ def blocks(
         [[n, "x".join(map(str, s)), str(c)] for n, s, c in rows],
     )
     console.print(f"d {spec.d}  tensors {len(rows)}  B {sum(c for *_, c in rows)}", highlight=False)
+
+
+def _print_config(cfg: RunConfig, out: Path) -> None:
+    """`train --print-config`: the resolved config (what config.yaml will hold), plain YAML."""
+    import yaml
+
+    from fedbench.data.base import resolved_location
+
+    print(f"# run folder: {out / 'runs' / cfg.run_id()}")
+    print(f"# data.path / data.root resolve to: {resolved_location(cfg.data)}")
+    print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
 
 
 def _fmt(value: object, spec: str) -> str:

@@ -25,6 +25,7 @@ from fedbench.engine.run_folder import RunFolder, write_json_atomic
 from fedbench.engine.schedule import local_lr, participation_counts
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.errors import DivergedError
+from fedbench.provenance import git_state
 
 
 @dataclass
@@ -338,6 +339,8 @@ class Engine:
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
+            "data_source": s.data.source,
+            "git": git_state(),
             "versions": {
                 "fedbench": fedbench.__version__,
                 "torch": torch.__version__,
@@ -358,7 +361,7 @@ def train(
     if folder.is_finished():
         return RunResult(folder.path, "skipped", folder.read_summary() or {})
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
-    folder.create(cfg)
+    folder.create(cfg, setup.data.source)
     write_json_atomic(
         folder.partition,
         describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),

@@ -48,9 +48,20 @@ class RunFolder:
         summary = self.read_summary()
         return summary is not None and summary.get("status") in FINAL_STATUSES
 
-    def create(self, cfg: RunConfig) -> None:
+    def create(self, cfg: RunConfig, data_source: str | None = None) -> None:
+        """config.yaml: the resolved run config (loadable by `fedbench train`), headed by a
+        comment that records where the data was read from (data.root/path may be unset)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.config.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        header = f"# data read from: {data_source}\n" if data_source else ""
+        self.config.write_text(header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+    def data_source(self) -> str | None:
+        """The data location recorded in config.yaml's header (None if absent)."""
+        if not self.config.is_file():
+            return None
+        first = self.config.read_text().split("\n", 1)[0]
+        prefix = "# data read from: "
+        return first[len(prefix) :] if first.startswith(prefix) else None
 
     def read_metrics(self) -> list[dict[str, Any]]:
         if not self.metrics.is_file():
