@@ -109,6 +109,11 @@ class RuntimeConfig(Strict):
     #: Where the per-client state store (e.g. SCAFFOLD's c_i for all N clients) lives between
     #: rounds: auto = cpu when the model is on a GPU (N model-sized states rarely fit beside it).
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
+    loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
+        default_factory=list,
+        description="experiment trackers that also receive every metrics row, writing inside "
+        "the run folder (metrics.jsonl stays the source of truth)",
+    )
 
 
 class RunConfig(Strict):
@@ -146,7 +151,7 @@ class RunConfig(Strict):
         """Readable prefix + a hash of everything that can change the results."""
         data = self.to_dict()
         runtime = data["runtime"]
-        for key in ("workers", "checkpoint_every", "client_state_device"):
+        for key in ("workers", "checkpoint_every", "client_state_device", "loggers"):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")

@@ -20,6 +20,7 @@ from fedbench.data.partition import describe
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.client import run_client
 from fedbench.engine.evaluate import evaluate, train_subset_indices
+from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.progress import make_progress
 from fedbench.engine.run_folder import RunFolder, write_json_atomic
 from fedbench.engine.schedule import local_lr, participation_counts
@@ -361,6 +362,7 @@ def train(
     if folder.is_finished():
         return RunResult(folder.path, "skipped", folder.read_summary() or {})
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
+    check_loggers(cfg.runtime.loggers)
     folder.create(cfg, setup.data.source)
     write_json_atomic(
         folder.partition,
@@ -369,6 +371,7 @@ def train(
     from fedbench.engine.vectorized import select_engine  # imports this module
 
     engine = select_engine(setup, folder, console)
+    folder.loggers = open_loggers(cfg.runtime.loggers, folder.path, cfg.to_dict())
     try:
         summary = engine.run()
     except Exception as exc:
@@ -379,6 +382,9 @@ def train(
         }
         folder.write_summary(summary)
         raise
+    finally:
+        for logger in folder.loggers:
+            logger.close()
     if save_model and summary["status"] == "completed":
         engine._load_global()
         torch.save(setup.model.state_dict(), folder.model)

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from fedbench.config import RunConfig
+from fedbench.engine.loggers import MetricLogger
 
 #: Final statuses: a run with one of these is not run again.
 FINAL_STATUSES = ("completed", "diverged")
@@ -31,6 +32,8 @@ class RunFolder:
         self.partition = path / "partition.json"
         self.checkpoint = path / "checkpoint.pt"
         self.model = path / "model.pt"
+        #: Experiment trackers (runtime.loggers) that receive every appended metrics row.
+        self.loggers: list[MetricLogger] = []
 
     @classmethod
     def for_config(cls, out: Path, cfg: RunConfig) -> RunFolder:
@@ -78,6 +81,8 @@ class RunFolder:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        for logger in self.loggers:
+            logger.log(row)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary, summary)
