@@ -50,6 +50,13 @@ class PartitionConfig(Strict):
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
     seed: int = 0
+    client_test_fraction: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="share of each client's samples held out of training as its local test "
+        "set (eval.per_client); 0: none",
+    )
 
 
 class ModelConfig(Strict):
@@ -97,6 +104,11 @@ class EvalConfig(Strict):
     last_k: int = Field(default=3, ge=1)
     batch_size: int = Field(default=1024, ge=1)
     diagnostics: bool = False
+    per_client: bool = Field(
+        default=False,
+        description="also evaluate on each sampled client's own test data: client_acc/loss "
+        "mean, worst10 and std in metrics.jsonl",
+    )
 
 
 class RuntimeConfig(Strict):

@@ -21,6 +21,7 @@ from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.client import run_client
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.loggers import check_loggers, open_loggers
+from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.progress import make_progress
 from fedbench.engine.run_folder import RunFolder, write_json_atomic
 from fedbench.engine.schedule import local_lr, participation_counts
@@ -201,6 +202,9 @@ class Engine:
         }
         if cfg.eval.diagnostics:
             row.update(self.diagnostics)
+        if cfg.eval.per_client:  # the clients of the round just finished (round 0: the first's)
+            sampled_now = s.schedule[max(rounds_done - 1, 0)]
+            row.update(per_client_metrics(s, sampled_now, cfg.eval.batch_size))
         if s.privacy is not None:
             row["epsilon"] = s.privacy.epsilon(rounds_done)
         self.folder.append_metrics(row)

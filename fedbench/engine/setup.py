@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec
 from fedbench.config import RunConfig
 from fedbench.data import Dataset, load_dataset
+from fedbench.data.client_test import ClientTestSplit, split_client_test
 from fedbench.data.partition import partition
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
@@ -72,6 +73,8 @@ class RunSetup:
     prepare: Callable[[Tensor], Tensor] | None
     #: Resolved sample-level DP settings; None for a non-private run.
     privacy: PrivacyPlan | None = None
+    #: Each client's own test data (eval.per_client); None when the run has none.
+    client_test: ClientTestSplit | None = None
 
     @property
     def num_clients(self) -> int:
@@ -104,6 +107,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     data = load_dataset(cfg.data)
     labels = data.y_train.numpy()
     parts = partition(labels, cfg.partition, data.num_classes, data.client_train)
+    parts, client_test = split_client_test(cfg, data, parts)
     torch.manual_seed(cfg.seed)  # model initialisation depends on the run seed only
     resize = _resizer(cfg.data.image_size, data.input_shape)
     prepare = _compose(data.prepare, resize)
@@ -129,4 +133,5 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         schedule=schedule,
         prepare=prepare,
         privacy=privacy,
+        client_test=client_test,
     )

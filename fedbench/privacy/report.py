@@ -19,6 +19,7 @@ def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
     if client_size is not None:
         return [client_size] * cfg.partition.clients
     from fedbench.data import load_dataset
+    from fedbench.data.client_test import split_client_test
     from fedbench.data.partition import partition
 
     try:
@@ -28,6 +29,7 @@ def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
             f"{exc} (or skip the data: --client-size N, the samples per client)"
         ) from None
     parts = partition(data.y_train.numpy(), cfg.partition, data.num_classes, data.client_train)
+    parts, _ = split_client_test(cfg, data, parts)  # held-out samples are never trained on
     return [len(p) for p in parts]
 
 
