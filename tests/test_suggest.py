@@ -86,3 +86,10 @@ def test_duplicate_yaml_key_is_an_error(run_cli, tmp_path, text, where) -> None:
     path.write_text(text)
     assert where in _error(run_cli, "train", str(path), "--out", str(tmp_path))
     assert not (tmp_path / "runs").exists()
+
+
+def test_unknown_table_config_key_offers_the_closest(run_cli, tmp_path) -> None:
+    path = tmp_path / "t.yaml"
+    path.write_text("table: t\nmethods: {A: {}}\nmetircs: [test_acc]\n")
+    line = _error(run_cli, "run", str(path), "--dry-run")
+    assert "unknown config field 'metircs'; did you mean 'metrics'?" in line

@@ -219,7 +219,9 @@ def parse_table_config(data: dict[str, Any], source: str = "table config") -> Ta
     try:
         return TableConfig.model_validate(data)
     except ValidationError as exc:
-        raise FedbenchError(f"{source}: {format_validation_error(exc)}") from None
+        raise FedbenchError(
+            f"{source}: {format_validation_error(exc, model=TableConfig)}"
+        ) from None
 
 
 def load_table(name: str, kind: Literal["table", "ablation"] = "table") -> TableConfig:
