@@ -82,14 +82,14 @@ def unknown_algorithm_field(key: str, name: str, previous: str | None = None) ->
     before = ALGORITHMS.get(previous).Params.model_fields if previous in ALGORITHMS else {}
     if previous != name and key in before:
         return (
-            f"config field 'algorithm.{key}' belongs to the previous algorithm {previous}, not to "
-            f"{name}; remove it from the config. {listed}"
+            f"unknown config field 'algorithm.{key}' for {name}: it belongs to the previous "
+            f"algorithm {previous}; remove it from the config. {listed}"
         )
     owners = [a for a, cls in ALGORITHMS.items() if key in cls.Params.model_fields]
     if owners:
         return (
-            f"config field 'algorithm.{key}' is a field of {', '.join(owners[:4])}"
-            f"{', ...' if len(owners) > 4 else ''}, not of {name}; {listed}"
+            f"unknown config field 'algorithm.{key}' for {name}: it is a field of "
+            f"{', '.join(owners[:4])}{', ...' if len(owners) > 4 else ''}; {listed}"
         )
     hint = did_you_mean(key, fields)
     return f"unknown config field 'algorithm.{key}' for {name};{hint} {listed}"
