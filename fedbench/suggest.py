@@ -71,21 +71,20 @@ def unknown_field(model: type[BaseModel], loc: Sequence[str | int], prefix: str 
     return f"unknown config field {dotted!r};{hint} known here: {', '.join(fields)}"
 
 
-def unknown_algorithm_field(key: str, name: str, previous: str | None = None) -> str:
-    """One line for `algorithm.KEY` unknown to algorithm NAME: the closest fields of NAME, or,
-    when KEY belongs to another algorithm (e.g. the one before `--set algorithm.name=NAME`),
-    say so and list NAME's fields."""
-    from fedbench.algorithms import ALGORITHMS
-
-    fields = [f for f in ALGORITHMS.get(name).Params.model_fields if f != "name"]
+def unknown_algorithm_field(
+    key: str, name: str, fields_of: dict[str, Iterable[str]], previous: str | None = None
+) -> str:
+    """One line for `algorithm.KEY` unknown to algorithm NAME (`fields_of`: every algorithm's
+    field names): the closest fields of NAME, or, when KEY belongs to another algorithm (e.g.
+    the one before `--set algorithm.name=NAME`), say so and list NAME's fields."""
+    fields = [f for f in fields_of[name] if f != "name"]
     listed = f"{name}'s fields: {', '.join(fields)}"
-    before = ALGORITHMS.get(previous).Params.model_fields if previous in ALGORITHMS else {}
-    if previous != name and key in before:
+    if previous is not None and previous != name and key in fields_of.get(previous, ()):
         return (
             f"unknown config field 'algorithm.{key}' for {name}: it belongs to the previous "
             f"algorithm {previous}; remove it from the config. {listed}"
         )
-    owners = [a for a, cls in ALGORITHMS.items() if key in cls.Params.model_fields]
+    owners = sorted(a for a, known in fields_of.items() if key in known)
     if owners:
         return (
             f"unknown config field 'algorithm.{key}' for {name}: it is a field of "

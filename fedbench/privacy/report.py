@@ -112,5 +112,5 @@ def table_epsilons(
 def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan:
     sampled = clients_per_round(cfg.fl.participation, len(sizes))
     schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled)
-    per_step = int(getattr(ALGORITHMS.get(cfg.algorithm.name), "gradients_per_step", 1))
+    per_step = ALGORITHMS.get(cfg.algorithm.name).gradients_per_step
     return make_plan(cfg, sizes, schedule, per_step)
