@@ -60,9 +60,22 @@ def range_label(field: FieldInfo) -> str:
 
 
 def default_label(field: FieldInfo) -> str:
+    """The default as YAML writes it: null, true/false, numbers, names."""
     if field.default_factory is not None:
-        return "(a section)"
-    return "null" if field.default is None else str(field.default)
+        return "(a section)" if isinstance(field.default_factory, type) else "[]"
+    if isinstance(field.default, bool) or field.default is None:
+        return {None: "null", True: "true", False: "false"}[field.default]
+    return str(field.default)
+
+
+def meaning(model: type[BaseModel], name: str) -> str:
+    """The field's description, else that of the nearest ancestor model declaring the same field
+    (a subclass that only changes a default, e.g. FedAvg's lr, keeps the field's meaning)."""
+    for cls in model.__mro__:
+        fields = getattr(cls, "model_fields", None)
+        if isinstance(fields, dict) and name in fields and fields[name].description:
+            return fields[name].description
+    return ""
 
 
 def field_rows(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[FieldRow]:
@@ -73,7 +86,7 @@ def field_rows(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[Field
             type_label(field.annotation),
             default_label(field),
             range_label(field),
-            field.description or "",
+            meaning(model, name),
         )
         for name, field in model.model_fields.items()
         if name not in skip

@@ -19,7 +19,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedAvgMConfig(FedAvgConfig):
     name: str = "fedavgm"
-    momentum: float = Field(default=0.9, ge=0, lt=1)
+    momentum: float = Field(
+        default=0.9, ge=0, lt=1, description="server momentum beta on the mean update"
+    )
 
 
 @ALGORITHMS.register("fedavgm")

@@ -19,7 +19,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedProxConfig(FedAvgConfig):
     name: str = "fedprox"
-    mu: float = Field(default=0.01, ge=0)
+    mu: float = Field(
+        default=0.01, ge=0, description="proximal weight pulling y towards the round's x"
+    )
 
 
 @ALGORITHMS.register("fedprox")
