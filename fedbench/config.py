@@ -1,7 +1,7 @@
 """Run configuration: pydantic models, YAML loading and `--set a.b=value` overrides.
 
-The field names are fedbench's public interface (DESIGN.md, "Run config"; ALGORITHMS.md,
-"Config field names"). Every model forbids unknown keys so that a typo is an error, never a
+The field names are fedbench's public interface (README, "Config reference"; every algorithm
+field: docs/algorithms.md). Every model forbids unknown keys so that a typo is an error, never a
 silently ignored setting.
 """
 
@@ -116,7 +116,7 @@ class RuntimeConfig(Strict):
 
 
 class RunConfig(Strict):
-    """One training run (DESIGN.md, "Run config")."""
+    """One training run (README, "Config reference")."""
 
     seed: int = 0
     data: DataConfig = Field(default_factory=DataConfig)

@@ -1,5 +1,5 @@
 """FedAdamom (CVPR 2026, "Adaptive Momentum for Improved Generalization in Federated
-Optimization"; ALGORITHMS.md, "fedadamom"): FedAvg's clients, a server momentum whose
+Optimization"; docs/algorithms.md, "Local SGD and server-side methods"): FedAvg's clients, a server momentum whose
 coefficient adapts per coordinate to the size of that coordinate's second moment relative to the
 model-wide mean.
 

@@ -8,7 +8,7 @@ Client (y = x^r, m = 0, v = expand(v_bar)), each local step k with t = r*K + k:
 Upload Delta_i = y^K - x and the block means of v^K. Server:
     x <- x + eta_g * Delta_bar ;  Delta_G <- -Delta_bar / (K*eta_r) ;  v_bar <- mean_i b_i
 
-The paper's `- lambda*x` is a typo (ALGORITHMS.md): decay shrinks the weights. v is bias-corrected
+The paper's `- lambda*x` is a typo (docs/algorithms.md, "FedAdamW"): decay shrinks the weights. v is bias-corrected
 with the global t (the paper's local k inflates v_hat ~1000x when v starts from v_bar), with local
 k whenever v starts from zero. Switches for the ablations: alpha, v_agg, m_agg, decoupled, blocks,
 v_bias_correction, and two for the other forms of the algorithm:

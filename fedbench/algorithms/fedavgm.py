@@ -4,7 +4,7 @@ FedAvg's clients with server momentum.
     y <- y - eta_r * (g + lambda * y)            (each local step, as fedavg)
     m <- beta * m + Delta_bar ;  x <- x + eta_g * m   (server, m = 0 initially, beta = momentum)
 
-comm_up d, comm_down d (ALGORITHMS.md, "fedavgm").
+comm_up d, comm_down d (docs/algorithms.md, "Local SGD and server-side methods").
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ r = 0). Client init m = 0, v = v_hat = v_bar. Each local step (coupled decay ins
     y <- y - eta_r * (alpha * m / (sqrt(v_hat) + eps) + (1 - alpha) * g_a)
 No bias correction. Upload Delta_i and v_hat_i. Server: x <- x + eta_g * Delta_bar;
 v_bar <- mean_i v_hat_i ; g_a <- -Delta_bar / (K * eta_r). alpha (0.1) weighs the local adaptive
-direction. comm_up 2d, comm_down 3d (ALGORITHMS.md, "fedlada").
+direction. comm_up 2d, comm_down 3d (docs/algorithms.md, "Local adaptive methods").
 """
 
 from __future__ import annotations

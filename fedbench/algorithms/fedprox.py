@@ -4,7 +4,7 @@
     y <- y - eta_r * (g + lambda * y + mu * (y - x^r))     (each local step)
     x <- x + eta_g * Delta_bar                             (server, default step)
 
-comm_up d, comm_down d (ALGORITHMS.md, "fedprox").
+comm_up d, comm_down d (docs/algorithms.md, "Local SGD and server-side methods").
 """
 
 from __future__ import annotations

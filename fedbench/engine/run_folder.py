@@ -1,4 +1,4 @@
-"""A run folder `DIR/runs/<run_id>/` (DESIGN.md, "Outputs"): config.yaml, metrics.jsonl,
+"""A run folder `DIR/runs/<run_id>/` (docs/runs.md, "The run folder"): config.yaml, metrics.jsonl,
 summary.json, partition.json, checkpoint.pt while running, model.pt with --save-model."""
 
 from __future__ import annotations

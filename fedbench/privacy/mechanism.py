@@ -1,4 +1,4 @@
-"""Sample-level DP gradients (ALGORITHMS.md, "Differential privacy"; DP-FedAdamW paper, Eq. 3).
+"""Sample-level DP gradients (docs/algorithms.md, "Differential privacy"; DP-FedAdamW paper, Eq. 3).
 
 Each local step:
     g_j      = grad of the loss of sample j           (per-sample, torch.func vmap(grad))

@@ -1,4 +1,4 @@
-"""A sweep: table config -> plan -> launcher -> report (DESIGN.md, data flow)."""
+"""A sweep: table config -> plan -> launcher -> report (docs/tables.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Table configs (DESIGN.md, "Table config") and their expansion into a plan of run configs.
+"""Table configs (docs/tables.md, "Table config reference") and their expansion into a plan of run configs.
 
 A table is rows (`methods`: label -> nested overrides) x columns (the cartesian product of `grid`:
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
