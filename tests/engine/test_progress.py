@@ -136,3 +136,20 @@ def test_ctrl_c_before_any_checkpoint_says_the_rerun_starts_over(
     assert code == 130
     assert "no checkpoint yet (runtime.checkpoint_every), the rerun starts at round 0" in err
     assert "(last evaluated round 0/4)" in err
+
+
+def test_ctrl_c_in_a_sweep_says_what_is_kept_and_how_to_resume(
+    run_cli, tiny_table_path, tmp_path, monkeypatch
+) -> None:
+    import fedbench.runner.sweep as sweep
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "run_sweep", interrupted)
+    args = ["run", str(tiny_table_path), "--out", str(tmp_path)]
+    code, _, err = run_cli(*args)
+    assert code == 130
+    (line,) = err.strip().splitlines()
+    assert line.startswith("interrupted tiny after 0 of 4 runs; finished runs are kept")
+    assert line.endswith("resume: fedbench " + " ".join(args))
