@@ -186,7 +186,7 @@ SeedsOption = Annotated[
     typer.Option(
         "--seeds",
         help="N: the table's first N seeds (continued 0,1,2,... past its list, with a note); "
-        "or an explicit list such as 0,3,7.",
+        "or an explicit list such as 0,3,7 (one seed: 7,).",
     ),
 ]
 
