@@ -61,8 +61,10 @@ def range_label(field: FieldInfo) -> str:
 
 def default_label(field: FieldInfo) -> str:
     """The default as YAML writes it: null, true/false, numbers, names."""
-    if field.default_factory is not None:
-        return "(a section)" if isinstance(field.default_factory, type) else "[]"
+    factory = field.default_factory
+    if factory is not None:
+        is_section = isinstance(factory, type) and issubclass(factory, BaseModel)
+        return "(a section)" if is_section else repr(factory())
     if isinstance(field.default, bool) or field.default is None:
         return {None: "null", True: "true", False: "false"}[field.default]
     return str(field.default)

@@ -32,6 +32,10 @@ def test_labels_by_hand() -> None:
     )
     assert rows["on"].default == "false"
     assert type_label(list[int]) == "list[int]"
+    from fedbench.config import RunConfig, RuntimeConfig
+
+    assert {r.name: r.default for r in field_rows(RuntimeConfig)}["loggers"] == "[]"
+    assert {r.name: r.default for r in field_rows(RunConfig)}["fl"] == "(a section)"
     assert range_label(Child.model_fields["mode"]) == ""
 
 
