@@ -14,7 +14,8 @@ sum_j clip(g_j) is computed one of two ways, both exact:
   Linear, Conv, GroupNorm, LayerNorm, Embedding, ...): Opacus' fast gradient clipping (ghost
   clipping, Li et al. 2022; Bu et al. 2023) gets the per-sample norms ||g_j|| from each layer's
   activations and output gradients during one backward pass, without materialising the B
-  per-sample gradients of the whole model (Linear layers never materialise theirs); a second
+  per-sample gradients of the whole model (Linear layers never materialise theirs, Conv2d
+  layers only where that is cheaper than their ghost norm: `conv_norms`); a second
   backward pass of sum_j c_j * loss_j with c_j = 1 / max(1, ||g_j|| / C) then gives the clipped
   sum directly. Cost: one forward and two backward passes, plus the norms.
 - `vmap` (any other model): per-sample gradients with torch.func vmap(grad), in chunks so that
@@ -114,6 +115,9 @@ class PrivateGradient:
         if method == "ghost":
             from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
+            from fedbench.privacy.conv_norms import register
+
+            register()
             # loss_reduction "sum": the hooks see the gradients of each sample's own loss.
             self._ghost = GradSampleModuleFastGradientClipping(
                 model,

@@ -8,10 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.privacy.conv_norms import use_ghost_norm
 from fedbench.privacy.mechanism import PrivateGradient, ghost_supported
 
 #: Between the smallest and the largest per-sample norm of each test model.
-CLIP = {"conv": 5.5, "tokens": 1.3}
+CLIP = {"conv": 2.0, "tokens": 1.3}
 
 
 class TokenModel(nn.Module):
@@ -29,8 +30,16 @@ class TokenModel(nn.Module):
 
 
 def conv_model() -> nn.Module:
+    """The first conv materialises its per-sample gradients (16 positions, 3 x 18 weights), the
+    second takes the ghost norm (4 positions, 8 x 27 weights): both branches of conv_norms."""
     return nn.Sequential(
-        nn.Conv2d(2, 3, 3, padding=1), nn.GroupNorm(1, 3), nn.ReLU(), nn.Flatten(), nn.Linear(48, 4)
+        nn.Conv2d(2, 3, 3, padding=1),
+        nn.GroupNorm(1, 3),
+        nn.ReLU(),
+        nn.Conv2d(3, 8, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(32, 4),
     )
 
 
@@ -108,3 +117,9 @@ def test_models_without_an_opacus_rule_use_vmap() -> None:
         model, list(model.parameters()), noise_multiplier=1.0, clip=1.0, batch_size=4
     )
     assert mech.method == "vmap"
+
+
+def test_conv_norm_rule_takes_the_cheaper_form() -> None:
+    # Bu et al.: Gram matrices 2 L^2 against the gradient's out * in*k*k entries.
+    assert not use_ghost_norm(positions=16, out_channels=3, unfolded=18)  # 512 > 54
+    assert use_ghost_norm(positions=4, out_channels=8, unfolded=27)  # 32 <= 216
