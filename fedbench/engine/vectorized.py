@@ -20,7 +20,8 @@ BatchNorm: each client's buffers (running statistics, step counter) are stacked 
 parameters and updated in place by its own forward passes (batch statistics per client); at the
 end of the round they are averaged as the sequential engine averages them. Clients whose batch
 sizes differ train in separate groups then (padding would enter the batch statistics).
-DP runs and algorithms that set `supports_vectorized = False` run on the sequential engine
+DP runs and algorithms whose local rule is not elementwise (`Algorithm.supports_vectorized`
+False: DP-FedAvg-LS's FFT, DP-FedSAM's two-gradient step) run on the sequential engine
 instead, with a printed note.
 """
 
@@ -43,15 +44,11 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup
 
 
-def has_batchnorm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
-
-
 def vectorized_unsupported(setup: RunSetup) -> str | None:
     """Why this run cannot use the vectorised engine, or None when it can."""
     if setup.cfg.privacy is not None:
         return "DP training (per-sample clipping and noise) is not vectorised yet"
-    if not getattr(setup.algorithm, "supports_vectorized", True):
+    if not setup.algorithm.supports_vectorized:
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
     return None
 
@@ -151,7 +148,7 @@ class VectorizedEngine(Engine):
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
         clients = self.setup.schedule[r]
         info = RoundInfo(r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients))
-        results = RoundResults(diagnostics)
+        results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
         chunk = self.client_chunk(len(clients))
         for group in self._groups(clients):
             for start in range(0, len(group), chunk):
