@@ -65,7 +65,11 @@ class Engine:
         self.state_device = (
             torch.device("cpu") if store == "cpu" or (store == "auto" and on_gpu) else setup.device
         )
-        self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
+        self.diagnostics: dict[str, float | None] = {
+            "client_drift": None,
+            "v_spread": None,
+            "local_step_ratio": None,
+        }
         self.forward: Callable[[Tensor], Tensor] = (
             torch.compile(model) if runtime.compile else model
         )
@@ -180,15 +184,16 @@ class Engine:
             if stored is not None:
                 stored = to_device(stored, s.device)
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
-            run_client(
+            step_ratio = run_client(
                 self.local_training,
                 client=client,
                 samples=s.clients[client],
                 local=local,
                 info=info,
+                measure_steps=diagnostics,
             )
             params = [p.detach() for p in self.params]
-            self._end_client(results, client, params, local, stored, info, self.buffers)
+            self._end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
         self._finish_round(results, info)
 
     def _end_client(
@@ -200,9 +205,11 @@ class Engine:
         stored: State | None,
         info: RoundInfo,
         buffers: list[Tensor],
+        step_ratio: float | None = None,
     ) -> None:
         """The algorithm's client_end for one trained client, its new state stored and its
-        upload (and buffers) added to the round's results."""
+        upload (and buffers, and on diagnostic rounds its local step ratio) added to the
+        round's results."""
         s = self.setup
         with torch.no_grad():
             upload, new_state = s.algorithm.client_end(params, self.x, local, stored, info)
@@ -215,6 +222,7 @@ class Engine:
             buffers=buffers,
             v_block_means=s.algorithm.v_block_means(local) if results.diagnostics else None,
             client=client,
+            step_ratio=step_ratio,
         )
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:

@@ -36,7 +36,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedbench.algorithms.base import RoundInfo
 from fedbench.data.sampler import batch_indices, client_seed
-from fedbench.engine.aggregation import RoundResults
+from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
@@ -190,6 +190,7 @@ class VectorizedEngine(Engine):
             if self.autocast is not None
             else contextlib.nullcontext()
         )
+        step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
         for k in range(1, info.local_steps + 1):
             idx = orders[:, k - 1]
             xb, yb = data.x_train[idx], data.y_train[idx]
@@ -205,11 +206,22 @@ class VectorizedEngine(Engine):
                     grads = self.grad_fn(params, buffers, xb, yb, mask[:, k - 1])
             g = [grads[name] for name in self.names]
             clip_per_client_(g, cfg.algorithm.grad_clip)
+            before = [t.clone() for t in y] if results.diagnostics else None
             with torch.no_grad():
                 algorithm.local_step(y, g, local, k, info)
+            if before is not None:
+                step_sizes = step_sizes + local_step_sizes(before, y, n)
+        ratios = (step_sizes / info.local_steps / info.lr).tolist() if results.diagnostics else None
         for i, client in enumerate(clients):
             params = [t[i] for t in y]
             client_buffers = [buffers[name][i] for name in self.buffer_names]
             self._end_client(
-                results, client, params, index_state(local, i), stored[i], info, client_buffers
+                results,
+                client,
+                params,
+                index_state(local, i),
+                stored[i],
+                info,
+                client_buffers,
+                ratios[i] if ratios is not None else None,
             )

@@ -186,22 +186,21 @@ class PrivateGradient:
             else contextlib.nullcontext()
         )
         # The hooks stay attached (re-attaching them costs as much as a small model's step)
-        # but act only here.
-        self._ghost.enable_hooks()
-        try:
-            with cast:
-                out = self._ghost(x)
-            losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
-            with warnings.catch_warnings():
-                # Opacus' hooks also fire on the first layer, whose input needs no gradient.
-                warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+        # but act only here. They also fire on the first layer, whose input needs no gradient.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+            self._ghost.enable_hooks()
+            try:
+                with cast:
+                    out = self._ghost(x)
+                losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
                 # The first pass is for the hooks (norms); its parameter gradients are dropped.
                 torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
-            norms = torch.stack([p._norm_sample for p in self.params]).norm(2, dim=0)
-        finally:
-            self._ghost.disable_hooks()
-        factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
-        return list(torch.autograd.grad((losses * factors).sum(), self.params))
+                norms = torch.stack([p._norm_sample for p in self.params]).norm(2, dim=0)
+            finally:
+                self._ghost.disable_hooks()
+            factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
+            return list(torch.autograd.grad((losses * factors).sum(), self.params))
 
     def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Chunked over the batch: per-sample gradients of a chunk, clipped and summed."""

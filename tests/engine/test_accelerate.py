@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedbench.config import load_run_config
+from fedbench.config import load_run_config, parse_run_config
 from fedbench.engine.accelerate import (
     GraphedForward,
     apply_precision,
@@ -96,3 +96,11 @@ def test_graphed_forward_gives_the_eager_gradient() -> None:
         got = torch.autograd.grad(nn.functional.cross_entropy(graphed(x), y), params)
     for a, b in zip(eager, got, strict=True):
         torch.testing.assert_close(b, a)
+
+
+def test_speed_settings_survive_a_config_round_trip() -> None:
+    for items in ([], ["runtime.client_chunk=3", "runtime.cuda_graphs=off"]):
+        cfg = load_run_config(None, items)
+        assert parse_run_config(cfg.to_dict()) == cfg
+    with pytest.raises(FedbenchError, match="client_chunk"):
+        load_run_config(None, ["runtime.client_chunk=0"])

@@ -137,6 +137,8 @@ def test_parity_of_diagnostics(name: str, tmp_path: Path) -> None:
     seq, vec = found
     assert seq["client_drift"] > 0
     assert vec["client_drift"] == pytest.approx(seq["client_drift"], rel=1e-9)
+    assert seq["local_step_ratio"] > 0
+    assert vec["local_step_ratio"] == pytest.approx(seq["local_step_ratio"], rel=1e-9)
     if name == "fedadamw":
         assert seq["v_spread"] > 0
         assert vec["v_spread"] == pytest.approx(seq["v_spread"], rel=1e-9)
