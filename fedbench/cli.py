@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedbench.errors import FedbenchError
+from fedbench.errors import FedbenchError, Interrupted
+
+if TYPE_CHECKING:
+    from fedbench.config import RunConfig
 
 app = typer.Typer(
     name="fedbench",
@@ -18,14 +22,41 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Plain click help: typer's rich panels print a `<bool>` placeholder after every flag.
+    rich_markup_mode=None,
 )
 # Off a terminal (logs, CI) rich would wrap at 80 columns; tables read better wider.
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
+
+def _version(value: bool) -> None:
+    if value:
+        import fedbench
+
+        console.print(f"fedbench {fedbench.__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Reproducible federated-optimisation experiments (FedAdamW, DP-FedAdamW, FedAdamom)."""
+
+
 SetOption = Annotated[
     list[str] | None,
-    typer.Option("--set", help="Override a config field: key.path=value (YAML-typed), repeatable."),
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="Override a config field: key.path=value (YAML-typed), repeatable.",
+    ),
 ]
 
 
@@ -39,25 +70,39 @@ def train(
     save_model: Annotated[
         bool, typer.Option("--save-model", help="Write the final model.pt.")
     ] = False,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config", help="Print the resolved config as YAML and exit; run nothing."
+        ),
+    ] = False,
 ) -> None:
     """Train one run; its folder is OUT/runs/<run_id>/. Reruns resume or skip a finished run."""
     from fedbench.config import load_run_config
     from fedbench.engine import train as run_training
 
     cfg = load_run_config(config, set_ or [])
-    result = run_training(cfg, out, save_model=save_model, console=console)
+    if print_config:
+        _print_config(cfg, out)
+        return
+    try:
+        result = run_training(cfg, out, save_model=save_model, console=console)
+    except KeyboardInterrupt:
+        from fedbench.engine.run_folder import RunFolder
+
+        folder = RunFolder.for_config(out, cfg)
+        resume = shlex.join(["fedbench", *sys.argv[1:]])
+        raise Interrupted(folder.interrupted_line(cfg.fl.rounds, resume)) from None
     summary = result.summary
     if result.status == "skipped":
         console.print(
-            f"run {result.run_dir.name} is already done ({summary.get('status')}): {result.run_dir}"
+            f"run {result.run_dir.name} is already done ({summary.get('status')}): {result.run_dir}",
+            highlight=False,
+            soft_wrap=True,
         )
         return
-    final = summary.get("final", {})
     console.print(
-        f"{result.status}: {result.run_dir}  test_acc {final.get('test_acc')}  "
-        f"train_loss {final.get('train_loss')}  d {summary.get('d')}  wall {summary.get('wall_s')} s",
-        highlight=False,
-        soft_wrap=True,
+        f"{result.status}: {result.run_dir}  {final_line(summary)}", highlight=False, soft_wrap=True
     )
     if result.status == "stopped":  # asked to stop (a STOP file in the run folder): not an error
         console.print(f"stopped on request: {summary.get('error')}", highlight=False)
@@ -100,17 +145,69 @@ def blocks(
     )
 
 
+def _print_config(cfg: RunConfig, out: Path) -> None:
+    """`train --print-config`: the resolved config (what config.yaml will hold), plain YAML."""
+    import yaml
+
+    from fedbench.data.base import resolved_location
+
+    print(f"# run folder: {out / 'runs' / cfg.run_id()}")
+    print(f"# data.path / data.root resolve to: {resolved_location(cfg.data)}")
+    print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+
+
+def _fmt(value: object, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+def final_line(summary: dict) -> str:
+    """A finished run's scores, rounded for reading (the run folder keeps full precision)."""
+    final = summary.get("final") or {}
+    parts = [
+        f"test_acc {_fmt(final.get('test_acc'), '.2f')}",
+        f"train_loss {_fmt(final.get('train_loss'), '.4f')}",
+    ]
+    if summary.get("epsilon") is not None:
+        parts.append(f"epsilon {summary['epsilon']:.2f} (delta {summary.get('delta'):g})")
+    parts += [f"d {summary.get('d')}", f"wall {_fmt(summary.get('wall_s'), '.2f')} s"]
+    return "  ".join(parts)
+
+
 def _first_line(doc: str | None) -> str:
-    lines = (doc or "").strip().splitlines()
-    return lines[0] if lines else ""
+    """A docstring's first paragraph on one line (a sentence may span source lines)."""
+    paragraph = (doc or "").strip().split("\n\n")[0]
+    return " ".join(line.strip() for line in paragraph.splitlines())
 
 
 PresetOption = Annotated[
     str | None, typer.Option("--preset", help="A named preset of the table, e.g. quick.")
 ]
 SeedsOption = Annotated[
-    int | None, typer.Option("--seeds", help="Run the first N seeds of the table.")
+    str | None,
+    typer.Option(
+        "--seeds",
+        help="N: the table's first N seeds (continued 0,1,2,... past its list, with a note); "
+        "or an explicit list such as 0,3,7 (one seed: 7,).",
+    ),
 ]
+
+
+def _parse_seeds(text: str | None) -> int | list[int] | None:
+    """`--seeds 3` -> 3 (the first three); `--seeds 0,3,7` -> [0, 3, 7]."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise FedbenchError(
+            f"--seeds {text!r} is neither a count nor a list of integers; e.g. --seeds 3 or 0,3,7"
+        ) from None
+    if not values:
+        raise FedbenchError("--seeds is empty; e.g. --seeds 3 or --seeds 0,3,7")
+    return values if "," in text else values[0]
+
+
 MethodsOption = Annotated[
     str | None, typer.Option("--methods", help="Comma-separated row labels to run (default all).")
 ]
@@ -123,6 +220,13 @@ WorkersOption = Annotated[
 ]
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
+]
+WritePlanOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--write-plan",
+        help="Write the plan (every run's id, cell and resolved config) as JSON to this file.",
+    ),
 ]
 LauncherOption = Annotated[str, typer.Option("--launcher", help="local (ray: not available yet).")]
 TunedOption = Annotated[
@@ -139,17 +243,24 @@ def _sweep(
     kind: str,
     name: str,
     preset: str | None,
-    seeds: int | None,
+    seeds: str | None,
     methods: str | None,
     set_: list[str] | None,
     out: Path,
     workers: int | None,
     dry_run: bool,
     launcher: str,
+    plan_file: Path | None = None,
     tuned_file: Path | None = None,
 ) -> None:
     from fedbench.report import build_report
-    from fedbench.runner.sweep import make_plan, plan_table_view, run_sweep
+    from fedbench.runner.sweep import (
+        make_plan,
+        plan_table_view,
+        run_sweep,
+        seeds_note,
+        write_json_plan,
+    )
     from fedbench.runner.table_config import load_table
     from fedbench.runner.tune import load_tuned
 
@@ -164,11 +275,17 @@ def _sweep(
         name,
         table_kind,
         preset=preset,
-        seeds=seeds,
+        seeds=_parse_seeds(seeds),
         methods=rows,
         overrides=set_ or [],
         tuned=tuned,
     )
+    note = seeds_note(plan)
+    if note:
+        console.print(note, highlight=False, soft_wrap=True)
+    if plan_file is not None:
+        write_json_plan(plan, plan_file)
+        console.print(f"plan: {plan_file}", highlight=False, soft_wrap=True)
     if dry_run:
         console.print(plan_table_view(plan))
         unique = len({r.run_id for r in plan.runs})
@@ -178,7 +295,18 @@ def _sweep(
             highlight=False,
         )
         return
-    result = run_sweep(plan, out, workers=workers, console=console)
+    try:
+        result = run_sweep(plan, out, workers=workers, console=console)
+    except KeyboardInterrupt:
+        from fedbench.engine.run_folder import RunFolder
+
+        runs = {r.run_id: r for r in plan.runs}
+        done = sum(RunFolder.for_config(out, r.cfg).is_finished() for r in runs.values())
+        raise Interrupted(
+            f"interrupted {plan.name} after {done} of {len(runs)} runs; finished runs are kept "
+            f"and unfinished ones resume from their checkpoints in {out / 'runs'}; resume: "
+            + shlex.join(["fedbench", *sys.argv[1:]])
+        ) from None
     report = build_report(result.folder, out / "runs")
     console.print(report.rich)
     console.print(f"report: {result.folder}", highlight=False, soft_wrap=True)
@@ -204,11 +332,25 @@ def run(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
+    write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
     tuned: TunedOption = None,
 ) -> None:
     """Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/."""
-    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher, tuned)
+    _sweep(
+        "run",
+        table,
+        preset,
+        seeds,
+        methods,
+        set_,
+        out,
+        workers,
+        dry_run,
+        launcher,
+        plan_file=write_plan,
+        tuned_file=tuned,
+    )
 
 
 @app.command()
@@ -223,11 +365,25 @@ def ablate(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
+    write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
     tuned: TunedOption = None,
 ) -> None:
     """The same as `run` for an ablation table."""
-    _sweep("ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher, tuned)
+    _sweep(
+        "ablate",
+        name,
+        preset,
+        seeds,
+        methods,
+        set_,
+        out,
+        workers,
+        dry_run,
+        launcher,
+        plan_file=write_plan,
+        tuned_file=tuned,
+    )
 
 
 @app.command()
@@ -325,7 +481,11 @@ def report(
 @app.command()
 def epsilon(
     config: Annotated[
-        Path | None, typer.Argument(help="A YAML run config with a privacy section.")
+        str | None,
+        typer.Argument(
+            help="A YAML run config with a privacy section, or a table config (path or name, "
+            "e.g. dp_table2): then epsilon per (row, column) of its plan."
+        ),
     ] = None,
     set_: SetOption = None,
     client_size: Annotated[
@@ -335,13 +495,63 @@ def epsilon(
             help="Samples per client, skipping the data (e.g. CIFAR-10 / 50 clients = 1000).",
         ),
     ] = None,
+    preset: PresetOption = None,
+    methods: MethodsOption = None,
+    column: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--column", help="Table configs: keep the columns with KEY=VALUE, repeatable."
+        ),
+    ] = None,
+    seeds: SeedsOption = None,
 ) -> None:
     """Print the epsilon a private config will spend (or the sigma calibrated to its target)."""
-    from fedbench.config import load_run_config
+    from fedbench.config import load_run_config, read_yaml
     from fedbench.privacy.report import describe_privacy
 
-    cfg = load_run_config(config, set_ or [])
+    path = Path(config) if config is not None else None
+    table_name: str | None = None
+    if path is not None and path.is_file():
+        data = read_yaml(path)
+        if "table" in data and "methods" in data:
+            table_name = config
+    elif config is not None and path is not None and path.suffix not in (".yaml", ".yml"):
+        table_name = config  # a table name: configs/dp/<name>.yaml
+    if table_name is not None:
+        _table_epsilon(table_name, preset, seeds, methods, column or [], set_ or [], client_size)
+        return
+    if preset or methods or column or seeds:
+        raise FedbenchError("--preset, --methods, --column and --seeds apply to table configs only")
+    cfg = load_run_config(path, set_ or [])
     console.print(describe_privacy(cfg, client_size), highlight=False, soft_wrap=True)
+
+
+def _table_epsilon(
+    name: str,
+    preset: str | None,
+    seeds: str | None,
+    methods: str | None,
+    columns: list[str],
+    set_: list[str],
+    client_size: int | None,
+) -> None:
+    """`fedbench epsilon TABLE`: epsilon of every private (row, column) of the table's plan."""
+    from fedbench.privacy.report import parse_column_picks, table_epsilons
+    from fedbench.runner.sweep import make_plan
+    from fedbench.runner.table_config import load_table
+
+    rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    picks = parse_column_picks(columns, load_table(name))
+    plan = make_plan(name, preset=preset, seeds=_parse_seeds(seeds), methods=rows, overrides=set_)
+    cells = table_epsilons(plan, client_size, picks)
+    if not cells:
+        raise FedbenchError(f"{plan.name}: no private run in the selection (no privacy section)")
+    _list_table(
+        f"{plan.name}: epsilon of the worst client (over seeds "
+        f"{','.join(str(s) for s in sorted({r.seed for r in plan.runs}))})",
+        ["method", "column", "epsilon", "delta", "noise_multiplier"],
+        [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}"] for m, c, e, d, s in cells],
+    )
 
 
 @app.command()
@@ -359,6 +569,13 @@ def bench(
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object as the last line.")
     ] = False,
+    suite: Annotated[
+        str | None,
+        typer.Option(help="Run a suite of workloads instead of CONFIG: table1 (Table 1 shapes)."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Where --suite writes <device>.json.")] = Path(
+        "benchmarks/results"
+    ),
 ) -> None:
     """Throughput of the engine (client steps/s) and its overhead over a bare PyTorch loop."""
     import json
@@ -366,6 +583,28 @@ def bench(
     from fedbench.config import load_run_config
     from fedbench.engine.bench import run_bench
 
+    if suite is not None:
+        from fedbench.engine.bench_suite import run_suite
+
+        if config is not None:
+            raise FedbenchError("--suite runs its own configs; drop CONFIG (use --set to scale)")
+        path, result = run_suite(
+            suite,
+            sets=set_ or [],
+            rounds=rounds,
+            warmup=warmup,
+            repeats=repeats,
+            threads=threads,
+            out_dir=out,
+            log=None if json_ else console.print,
+        )
+        if json_:
+            print(json.dumps(result))
+        else:
+            console.print(
+                f"wrote {path}: projected Table 1 hours {result['projected_table1_hours']}"
+            )
+        return
     cfg = load_run_config(config, set_ or [])
     if threads is not None:
         import torch
@@ -397,8 +636,17 @@ def list_(
     what: Annotated[
         str, typer.Argument(help="tables | ablations | algorithms | datasets | models")
     ] = "algorithms",
+    name: Annotated[
+        str | None,
+        typer.Argument(help="With `algorithms`: one algorithm's hyperparameters in full."),
+    ] = None,
 ) -> None:
-    """List what fedbench knows by name."""
+    """List what fedbench knows by name; `list algorithms NAME` shows NAME's every setting."""
+    if name is not None:
+        if what != "algorithms":
+            raise FedbenchError(f"a NAME applies to `fedbench list algorithms NAME`, not {what}")
+        _show_algorithm(name)
+        return
     from fedbench.algorithms import ALGORITHMS
     from fedbench.data import DATASETS
     from fedbench.models import MODELS
@@ -428,9 +676,33 @@ def list_(
         rows = [[name, _first_line(fn.__doc__)] for name, fn in MODELS.items()]
         _list_table("models", ["name", "description"], rows)
     else:
+        from fedbench.suggest import did_you_mean
+
+        choices = ("tables", "ablations", "algorithms", "datasets", "models")
         raise FedbenchError(
-            f"cannot list {what!r}; choose tables, ablations, algorithms, datasets or models"
+            f"cannot list {what!r};{did_you_mean(what, choices)} choose {', '.join(choices)}"
         )
+
+
+def _show_algorithm(name: str) -> None:
+    """Every hyperparameter of algorithm NAME: type, default, range and meaning."""
+    from fedbench.algorithms import ALGORITHMS
+    from fedbench.fields import field_rows
+
+    cls = ALGORITHMS.get(name)
+    console.print(
+        f"{name}: {cls.paper}\n{_first_line(cls.__doc__)}\n"
+        f"upload per client and round: {cls.comm_up_label}; per-client state: "
+        f"{cls.client_state_desc}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    rows = field_rows(cls.Params, skip=("name",))
+    _list_table(
+        f"{name} hyperparameters (--set algorithm.FIELD=VALUE)",
+        ["field", "type", "default", "range", "meaning"],
+        [[r.name, r.type, r.default, r.range, r.meaning] for r in rows],
+    )
 
 
 def main() -> None:
@@ -441,5 +713,6 @@ def main() -> None:
     try:
         app()
     except FedbenchError as exc:
-        err_console.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        prefix = "" if isinstance(exc, Interrupted) else "error: "
+        err_console.print(f"{prefix}{exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

@@ -1,7 +1,7 @@
 """Run configuration: pydantic models, YAML loading and `--set a.b=value` overrides.
 
-The field names are fedbench's public interface (DESIGN.md, "Run config"; ALGORITHMS.md,
-"Config field names"). Every model forbids unknown keys so that a typo is an error, never a
+The field names are fedbench's public interface (README, "Config reference"; every algorithm
+field: docs/algorithms.md). Every model forbids unknown keys so that a typo is an error, never a
 silently ignored setting.
 """
 
@@ -11,10 +11,11 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    BaseModel,
     Field,
     SerializeAsAny,
     ValidationError,
@@ -22,9 +23,16 @@ from pydantic import (
     model_validator,
 )
 
-from fedbench.algorithms.params import AlgorithmConfig, algorithm_class, algorithm_params
+from fedbench.algorithms.params import (
+    AlgorithmConfig,
+    algorithm_class,
+    algorithm_name,
+    algorithm_params,
+)
+from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
 from fedbench.strict import Strict
+from fedbench.suggest import unknown_algorithm_field, unknown_field
 
 
 class DataConfig(Strict):
@@ -51,6 +59,13 @@ class PartitionConfig(Strict):
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
     seed: int = 0
+    client_test_fraction: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="share of each client's samples held out of training as its local test "
+        "set (eval.per_client); 0: none",
+    )
 
 
 class ModelConfig(Strict):
@@ -85,11 +100,18 @@ class EvalConfig(Strict):
     last_k: int = Field(default=3, ge=1)
     batch_size: int = Field(default=1024, ge=1)
     diagnostics: bool = False
+    per_client: bool = Field(
+        default=False,
+        description="also evaluate on each sampled client's own test data: client_acc/loss "
+        "mean, worst10 and std in metrics.jsonl",
+    )
 
 
 class RuntimeConfig(Strict):
     device: str = "auto"
-    precision: Literal["fp32", "bf16"] = "fp32"
+    #: fp32; tf32 = fp32 storage with TF32 matmuls/convolutions on CUDA (fp32 on the CPU);
+    #: bf16 = bfloat16 autocast of forward and backward.
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
     compile: bool = False
     engine: Literal["sequential", "vectorized"] = "sequential"
     checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")
@@ -97,10 +119,27 @@ class RuntimeConfig(Strict):
     #: Where the per-client state store (e.g. SCAFFOLD's c_i for all N clients) lives between
     #: rounds: auto = cpu when the model is on a GPU (N model-sized states rarely fit beside it).
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
+    #: Clients trained together by the vectorised engine (peak memory grows linearly with it):
+    #: auto = as many as fit in half the free device memory, from an estimate per client.
+    client_chunk: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
+    #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
+    #: where the run allows it, off on the CPU.
+    cuda_graphs: Literal["auto", "on", "off"] = "auto"
+    loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
+        default_factory=list,
+        description="experiment trackers that also receive every metrics row, writing inside "
+        "the run folder (metrics.jsonl stays the source of truth)",
+    )
+
+    @field_validator("cuda_graphs", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted on/off as true/false.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
 class RunConfig(Strict):
-    """One training run (DESIGN.md, "Run config")."""
+    """One training run (README, "Config reference")."""
 
     seed: int = 0
     data: DataConfig = Field(default_factory=DataConfig)
@@ -138,23 +177,50 @@ class RunConfig(Strict):
         """Readable prefix + a hash of everything that can change the results."""
         data = self.to_dict()
         runtime = data["runtime"]
-        for key in ("workers", "checkpoint_every", "client_state_device"):
+        # Settings that change speed or memory but not the results.
+        for key in (
+            "workers",
+            "checkpoint_every",
+            "client_state_device",
+            "client_chunk",
+            "cuda_graphs",
+            "loggers",
+        ):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")
-        return f"{self.algorithm.name}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+        from fedbench.run_name import readable_label
+
+        label = readable_label(self)  # the short settings that differ from the defaults
+        return f"{self.algorithm.name}{label}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
 
 
 # ---------------------------------------------------------------------------------------------
 # Loading and overrides
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing or malformed file is a FedbenchError (exit code 2)."""
+    """Read a YAML mapping; a missing or malformed file (or a duplicate key) is a FedbenchError
+    (exit code 2)."""
     if not path.is_file():
         raise FedbenchError(f"config file {path} not found; give the path of a YAML run config")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -205,11 +271,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return result
 
 
-def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
-    """One line for the first error of a pydantic ValidationError."""
+def format_validation_error(
+    exc: ValidationError, prefix: str = "", model: type[BaseModel] | None = None
+) -> str:
+    """One line for the first error of a pydantic ValidationError (of `model`, when given: an
+    unknown key then lists the closest keys of its section)."""
     err = exc.errors()[0]
     loc = ".".join(str(part) for part in (*([prefix] if prefix else []), *err["loc"]))
     if err["type"] == "extra_forbidden":
+        if model is not None:
+            return unknown_field(model, err["loc"], prefix)
         return f"unknown config field {loc!r}; check its spelling against the config reference"
     msg = err["msg"]
     if err["type"] == "missing":
@@ -217,8 +288,11 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> str:
     return f"invalid config value for {loc!r}: {msg} (got {err.get('input')!r})"
 
 
-def parse_run_config(data: dict[str, Any]) -> RunConfig:
-    """Validate a raw mapping into a RunConfig, turning errors into one-line FedbenchErrors."""
+def parse_run_config(data: dict[str, Any], previous_algorithm: str | None = None) -> RunConfig:
+    """Validate a raw mapping into a RunConfig, turning errors into one-line FedbenchErrors.
+
+    `previous_algorithm`: the algorithm the config named before a `--set algorithm.name=...`, so
+    that a field left over from it is reported as such."""
     if "table" in data or "methods" in data:
         raise FedbenchError("this is a table config; run it with `fedbench run TABLE`")
     algorithm = data.get("algorithm")
@@ -227,10 +301,20 @@ def parse_run_config(data: dict[str, Any]) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise FedbenchError(format_validation_error(exc)) from None
+        err = exc.errors()[0]
+        loc = err["loc"]
+        if err["type"] == "extra_forbidden" and len(loc) == 2 and loc[0] == "algorithm":
+            # The section's own model knows the fields, and which algorithm came before.
+            fields_of = {n: list(cls.Params.model_fields) for n, cls in ALGORITHMS.items()}
+            name = algorithm_name(algorithm)
+            message = unknown_algorithm_field(str(loc[1]), name, fields_of, previous_algorithm)
+            raise FedbenchError(message) from None
+        raise FedbenchError(format_validation_error(exc, model=RunConfig)) from None
 
 
 def load_run_config(path: Path | None, overrides: list[str] | None = None) -> RunConfig:
     """The resolved run config of `fedbench train [CONFIG] [--set k=v]...`."""
     data = read_yaml(path) if path is not None else {}
-    return parse_run_config(apply_overrides(data, overrides or []))
+    section = data.get("algorithm")
+    previous = algorithm_name(section) if isinstance(section, dict) else None
+    return parse_run_config(apply_overrides(data, overrides or []), previous)

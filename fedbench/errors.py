@@ -9,3 +9,9 @@ class FedbenchError(Exception):
 
 class DivergedError(Exception):
     """A run produced a non-finite loss or parameter; the engine records `status: diverged`."""
+
+
+class Interrupted(FedbenchError):
+    """Ctrl-C: the message says what was interrupted, where its checkpoint is and how to resume."""
+
+    exit_code = 130

@@ -33,8 +33,9 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if name not in self._items:
-            known = ", ".join(sorted(self._items))
-            raise FedbenchError(f"unknown {self.kind} {name!r}; known: {known}")
+            from fedbench.suggest import unknown
+
+            raise FedbenchError(unknown(self.kind, name, self._items))
         return self._items[name]
 
     def __contains__(self, name: object) -> bool:

@@ -73,7 +73,7 @@ def test_run_id_is_stable_and_ignores_workers():
     b = load_run_config(None, ["fl.rounds=3", "runtime.workers=4", "runtime.checkpoint_every=2"])
     c = load_run_config(None, ["fl.rounds=4"])
     assert a.run_id() == b.run_id() != c.run_id()
-    assert a.run_id().startswith("fedadamw-digits-cnn-s0-")
+    assert a.run_id().startswith("fedadamw-T3-digits-cnn-s0-")
 
 
 def test_configs_are_frozen_values():

@@ -83,11 +83,21 @@ def register_plain_dp_variants() -> list[str]:
 
 
 _DEBIAS_FIELDS = {
-    "debias": (bool, True),
+    "debias": (
+        bool,
+        Field(default=True, description="subtract the DP noise variance (sigma*C/B)^2 from v_hat"),
+    ),
     # Not in the paper: a floor on the de-biased variance, as a fraction of (sigma*C/B)^2
     # (DP-AdamBC's gamma'). 0 is the paper's form, where every coordinate whose v_hat falls
     # below the noise variance gets the denominator eps and a step of order m_hat/eps.
-    "debias_floor": (float, Field(default=0.0, ge=0)),
+    "debias_floor": (
+        float,
+        Field(
+            default=0.0,
+            ge=0,
+            description="floor of the de-biased v_hat, in units of the noise variance",
+        ),
+    ),
 }
 
 
@@ -130,7 +140,13 @@ def laplacian_smooth(g: Tensor, sigma_ls: float) -> Tensor:
     return torch.fft.irfft(torch.fft.rfft(flat) / denom, n=n).reshape(g.shape)
 
 
-class DPFedAvgLS(dp_variant(FedAvg, "dp_fedavg_ls", sigma_ls=(float, Field(default=1.0, ge=0)))):  # type: ignore[misc]
+class DPFedAvgLS(
+    dp_variant(
+        FedAvg,
+        "dp_fedavg_ls",
+        sigma_ls=(float, Field(default=1.0, ge=0, description="Laplacian smoothing strength")),
+    )
+):  # type: ignore[misc]
     """DP-FedAvg-LS (Liang et al. 2020): DP-FedAvg with Laplacian smoothing of g_tilde."""
 
     paper = "Liang et al. 2020, DP-FedAvg with Laplacian smoothing; baseline of DP-FedAdamW"
@@ -148,7 +164,13 @@ ALGORITHMS.register("dp_fedavg_ls")(DPFedAvgLS)
 # --- dp_fedsam --------------------------------------------------------------------------------
 
 
-class DPFedSAM(dp_variant(FedAvg, "dp_fedsam", rho=(float, Field(default=0.05, ge=0)))):  # type: ignore[misc]
+class DPFedSAM(
+    dp_variant(
+        FedAvg,
+        "dp_fedsam",
+        rho=(float, Field(default=0.05, ge=0, description="SAM perturbation radius")),
+    )
+):  # type: ignore[misc]
     """DP-FedSAM (Shi et al. 2023): local SAM, both gradients privatised (2 per step)."""
 
     paper = "Shi et al. 2023 (CVPR), DP-FedSAM; baseline of DP-FedAdamW"

@@ -1,5 +1,5 @@
 """FedAdamom (CVPR 2026, "Adaptive Momentum for Improved Generalization in Federated
-Optimization"; ALGORITHMS.md, "fedadamom"): FedAvg's clients, a server momentum whose
+Optimization"; docs/algorithms.md, "Local SGD and server-side methods"): FedAvg's clients, a server momentum whose
 coefficient adapts per coordinate to the size of that coordinate's second moment relative to the
 model-wide mean.
 
@@ -30,8 +30,12 @@ class FedAdamomConfig(FedAvgConfig):
     name: str = "fedadamom"
     lr_schedule: Literal["constant", "cosine", "exp"] = "exp"
     lr_decay: float = Field(default=0.998, gt=0)
-    beta2: float = Field(default=0.1, ge=0, lt=1)
-    eps_m: float = Field(default=1.0e-3, gt=0, le=1)
+    beta2: float = Field(
+        default=0.1, ge=0, lt=1, description="decay of the server's v (small: a short memory)"
+    )
+    eps_m: float = Field(
+        default=1.0e-3, gt=0, le=1, description="caps the per-coordinate momentum at 1 - eps_m"
+    )
 
 
 def adaptive_beta1(v: Tensors, eps_m: float) -> Tensors:

@@ -8,7 +8,7 @@ Client (y = x^r, m = 0, v = expand(v_bar)), each local step k with t = r*K + k:
 Upload Delta_i = y^K - x and the block means of v^K. Server:
     x <- x + eta_g * Delta_bar ;  Delta_G <- -Delta_bar / (K*eta_r) ;  v_bar <- mean_i b_i
 
-The paper's `- lambda*x` is a typo (ALGORITHMS.md): decay shrinks the weights. v is bias-corrected
+The paper's `- lambda*x` is a typo (docs/algorithms.md, "FedAdamW"): decay shrinks the weights. v is bias-corrected
 with the global t (the paper's local k inflates v_hat ~1000x when v starts from v_bar), with local
 k whenever v starts from zero. Switches for the ablations: alpha, v_agg, m_agg, decoupled, blocks,
 v_bias_correction, and two for the other forms of the algorithm:
@@ -45,17 +45,34 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedAdamWConfig(AlgorithmConfig):
     name: str = "fedadamw"
-    alpha: float = Field(default=0.5, ge=0)
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    beta2: float = Field(default=0.999, ge=0, lt=1)
-    eps: float = Field(default=1.0e-8, gt=0)
-    v_agg: Literal["block_mean", "full", "none"] = "block_mean"
-    m_agg: bool = False
-    decoupled: bool = True
-    blocks: BlockKind = "auto"
-    v_bias_correction: Literal["global", "local", "none"] = "global"
-    m_bias_correction: Literal["local", "global"] = "local"
-    alignment: Literal["additive", "convex"] = "additive"
+    alpha: float = Field(
+        default=0.5, ge=0, description="weight of the global update alignment (0 removes it)"
+    )
+    beta1: float = Field(default=0.9, ge=0, lt=1, description="first-moment decay")
+    beta2: float = Field(default=0.999, ge=0, lt=1, description="second-moment decay")
+    eps: float = Field(default=1.0e-8, gt=0, description="added to sqrt(v_hat) in the step")
+    v_agg: Literal["block_mean", "full", "none"] = Field(
+        default="block_mean",
+        description="v across rounds: restore block means, the whole v, or restart from 0",
+    )
+    m_agg: bool = Field(
+        default=False, description="also upload m; clients start from the mean m (comm_up + d)"
+    )
+    decoupled: bool = Field(
+        default=True, description="decoupled decay (AdamW); false adds lambda*y to the gradient"
+    )
+    blocks: BlockKind = Field(
+        default="auto", description="the partition of v into blocks (auto: chosen per model)"
+    )
+    v_bias_correction: Literal["global", "local", "none"] = Field(
+        default="global", description="v_hat's step count: global t = rK + k, local k, or none"
+    )
+    m_bias_correction: Literal["local", "global"] = Field(
+        default="local", description="m_hat's step count: local k, or global t (public code)"
+    )
+    alignment: Literal["additive", "convex"] = Field(
+        default="additive", description="additive (Algorithm 2) or convex (Algorithm 3) alignment"
+    )
 
     @model_validator(mode="after")
     def _convex_weights(self) -> FedAdamWConfig:

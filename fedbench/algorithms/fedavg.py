@@ -3,7 +3,7 @@
     y <- y - eta_r * (g + lambda * y)            (each local step)
     x <- x + eta_g * mean_i (y_i^K - x)          (server)
 
-comm_up d, comm_down d (ALGORITHMS.md, "fedavg").
+comm_up d, comm_down d (docs/algorithms.md, "Local SGD and server-side methods").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ FedAvg's clients with server momentum.
     y <- y - eta_r * (g + lambda * y)            (each local step, as fedavg)
     m <- beta * m + Delta_bar ;  x <- x + eta_g * m   (server, m = 0 initially, beta = momentum)
 
-comm_up d, comm_down d (ALGORITHMS.md, "fedavgm").
+comm_up d, comm_down d (docs/algorithms.md, "Local SGD and server-side methods").
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedAvgMConfig(FedAvgConfig):
     name: str = "fedavgm"
-    momentum: float = Field(default=0.9, ge=0, lt=1)
+    momentum: float = Field(
+        default=0.9, ge=0, lt=1, description="server momentum beta on the mean update"
+    )
 
 
 @ALGORITHMS.register("fedavgm")

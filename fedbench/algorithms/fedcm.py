@@ -22,7 +22,12 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedCMConfig(FedAvgConfig):
     name: str = "fedcm"
-    alpha: float = Field(default=0.1, ge=0, le=1)
+    alpha: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="weight of the fresh gradient; 1 - alpha: last round's global direction",
+    )
 
 
 @ALGORITHMS.register("fedcm")

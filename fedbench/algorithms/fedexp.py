@@ -32,7 +32,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedExPConfig(FedAvgConfig):
     name: str = "fedexp"
-    eps: float = Field(default=1.0e-3, gt=0)
+    eps: float = Field(
+        default=1.0e-3, gt=0, description="keeps the extrapolation step finite when updates cancel"
+    )
 
 
 def squared_norm(tensors: Tensors) -> float:

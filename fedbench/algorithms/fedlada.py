@@ -9,7 +9,7 @@ r = 0). Client init m = 0, v = v_hat = v_bar. Each local step (coupled decay ins
     y <- y - eta_r * (alpha * m / (sqrt(v_hat) + eps) + (1 - alpha) * g_a)
 No bias correction. Upload Delta_i and v_hat_i. Server: x <- x + eta_g * Delta_bar;
 v_bar <- mean_i v_hat_i ; g_a <- -Delta_bar / (K * eta_r). alpha (0.1) weighs the local adaptive
-direction. comm_up 2d, comm_down 3d (ALGORITHMS.md, "fedlada").
+direction. comm_up 2d, comm_down 3d (docs/algorithms.md, "Local adaptive methods").
 """
 
 from __future__ import annotations
@@ -35,10 +35,15 @@ from fedbench.algorithms.registry import ALGORITHMS
 class FedLADAConfig(AlgorithmConfig):
     name: str = "fedlada"
     weight_decay: float = Field(default=1.0e-3, ge=0)
-    alpha: float = Field(default=0.1, ge=0, le=1)
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    beta2: float = Field(default=0.999, ge=0, lt=1)
-    eps: float = Field(default=1.0e-8, gt=0)
+    alpha: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="weight of the local adaptive step; 1 - alpha: last round's global direction",
+    )
+    beta1: float = Field(default=0.9, ge=0, lt=1, description="first-moment decay")
+    beta2: float = Field(default=0.999, ge=0, lt=1, description="second-moment decay")
+    eps: float = Field(default=1.0e-8, gt=0, description="added to sqrt(v_hat) in the step")
 
 
 @ALGORITHMS.register("fedlada")

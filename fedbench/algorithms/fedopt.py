@@ -29,14 +29,18 @@ from fedbench.algorithms.registry import ALGORITHMS
 class FedAdagradConfig(FedAvgConfig):
     name: str = "fedadagrad"
     server_lr: float = Field(default=0.01, gt=0)
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    tau: float = Field(default=1.0e-3, gt=0)
-    bias_correction: bool = False
+    beta1: float = Field(default=0.9, ge=0, lt=1, description="server first-moment decay")
+    tau: float = Field(
+        default=1.0e-3, gt=0, description="server adaptivity: v starts at tau^2; sqrt(v) + tau"
+    )
+    bias_correction: bool = Field(
+        default=False, description="divide the server moments by 1 - beta^(r+1) (as Flower)"
+    )
 
 
 class FedAdamConfig(FedAdagradConfig):
     name: str = "fedadam"
-    beta2: float = Field(default=0.99, ge=0, lt=1)
+    beta2: float = Field(default=0.99, ge=0, lt=1, description="server second-moment decay")
 
 
 class FedYogiConfig(FedAdamConfig):

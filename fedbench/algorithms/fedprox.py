@@ -4,7 +4,7 @@
     y <- y - eta_r * (g + lambda * y + mu * (y - x^r))     (each local step)
     x <- x + eta_g * Delta_bar                             (server, default step)
 
-comm_up d, comm_down d (ALGORITHMS.md, "fedprox").
+comm_up d, comm_down d (docs/algorithms.md, "Local SGD and server-side methods").
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class FedProxConfig(FedAvgConfig):
     name: str = "fedprox"
-    mu: float = Field(default=0.01, ge=0)
+    mu: float = Field(
+        default=0.01, ge=0, description="proximal weight pulling y towards the round's x"
+    )
 
 
 @ALGORITHMS.register("fedprox")

@@ -28,9 +28,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 
 class LocalAdamWConfig(AlgorithmConfig):
     name: str = "local_adamw"
-    beta1: float = Field(default=0.9, ge=0, lt=1)
-    beta2: float = Field(default=0.999, ge=0, lt=1)
-    eps: float = Field(default=1.0e-8, gt=0)
+    beta1: float = Field(default=0.9, ge=0, lt=1, description="first-moment decay")
+    beta2: float = Field(default=0.999, ge=0, lt=1, description="second-moment decay")
+    eps: float = Field(default=1.0e-8, gt=0, description="added to sqrt(v_hat) in the step")
 
 
 @ALGORITHMS.register("local_adamw")

@@ -26,14 +26,30 @@ DEFAULT_ALGORITHM = "fedadamw"
 class AlgorithmConfig(Strict):
     """Fields common to every algorithm; each algorithm subclasses it with its own fields."""
 
-    name: str = DEFAULT_ALGORITHM
-    lr: float = Field(default=3.0e-4, gt=0)
-    lr_schedule: Literal["constant", "cosine", "exp"] = "cosine"
-    lr_decay: float = Field(default=0.998, gt=0, description="gamma of the exp schedule")
-    server_lr: float = Field(default=1.0, gt=0)
-    weight_decay: float = Field(default=0.01, ge=0)
-    grad_clip: float | None = Field(default=10.0, gt=0)
-    weighting: Literal["uniform", "samples"] = "uniform"
+    name: str = Field(
+        default=DEFAULT_ALGORITHM, description="the algorithm (fedbench list algorithms)"
+    )
+    lr: float = Field(
+        default=3.0e-4, gt=0, description="local learning rate eta_0, where the schedule starts"
+    )
+    lr_schedule: Literal["constant", "cosine", "exp"] = Field(
+        default="cosine", description="the local learning rate over the rounds"
+    )
+    lr_decay: float = Field(
+        default=0.998, gt=0, description="per-round factor gamma of the exp schedule"
+    )
+    server_lr: float = Field(
+        default=1.0, gt=0, description="server learning rate eta_g on the mean update"
+    )
+    weight_decay: float = Field(
+        default=0.01, ge=0, description="weight decay lambda (coupled or decoupled: per algorithm)"
+    )
+    grad_clip: float | None = Field(
+        default=10.0, gt=0, description="clip each raw local gradient to this L2 norm; null: off"
+    )
+    weighting: Literal["uniform", "samples"] = Field(
+        default="uniform", description="client weights in the server mean: equal, or n_i"
+    )
 
 
 def algorithm_name(section: object) -> str:

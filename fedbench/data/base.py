@@ -33,11 +33,17 @@ class Dataset:
     augment: Augment | None = None
     #: For `partition.kind: natural`: the client id of each training sample.
     client_train: np.ndarray | None = None
+    #: Optional per-client test split (e.g. LEAF's per-user test data): client i's indices into
+    #: x_test / y_test; per-client evaluation (eval.per_client) uses it when present.
+    client_test: list[Tensor] | None = None
     #: Applied on the device to every batch (train, after `augment`, and eval), e.g. turning
     #: uint8 images into normalised floats; must leave already-prepared batches unchanged.
     prepare: Callable[[Tensor], Tensor] | None = None
     #: What `test_acc` measures: accuracy (%) or mcc (Matthews correlation x 100, GLUE CoLA).
     metric: str = "accuracy"
+    #: Where the data was read from (recorded in the run folder); load_dataset fills in the
+    #: resolved data.path / data.root when a loader leaves it None.
+    source: str | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -70,6 +76,16 @@ def data_root(cfg: DataConfig) -> Path:
     return Path.home() / ".cache" / "fedbench" / "data"
 
 
+def resolved_location(cfg: DataConfig) -> str:
+    """data.path if set, else the data root, as absolute paths."""
+    if cfg.path:
+        return str(Path(cfg.path).expanduser().resolve())
+    return str(data_root(cfg).resolve())
+
+
 def load_dataset(cfg: DataConfig) -> Dataset:
     """Build the configured dataset on the CPU (the engine moves it to the run's device)."""
-    return DATASETS.get(cfg.name)(cfg)
+    data = DATASETS.get(cfg.name)(cfg)
+    if data.source is None:
+        data = replace(data, source=resolved_location(cfg))
+    return data

@@ -37,6 +37,7 @@ def digits(cfg: DataConfig) -> Dataset:
         x_test=prep(x_te),
         y_test=torch.from_numpy(y_te),
         num_classes=10,
+        source="embedded: sklearn.datasets.load_digits",
     )
 
 
@@ -59,4 +60,6 @@ def synthetic(cfg: DataConfig) -> Dataset:
 
     x_tr, y_tr = draw(s["n_train"])
     x_te, y_te = draw(s["n_test"])
-    return Dataset("synthetic", x_tr, y_tr, x_te, y_te, num_classes=s["classes"])
+    return Dataset(
+        "synthetic", x_tr, y_tr, x_te, y_te, num_classes=s["classes"], source="generated in memory"
+    )

@@ -22,6 +22,7 @@ REQUIRED = ("x_train", "y_train", "x_test", "y_test")
 
 @DATASETS.register("npz")
 def npz(cfg: DataConfig) -> Dataset:
+    """Your own arrays: data.path to an .npz with x_train, y_train, x_test, y_test (+ client_train)."""
     if not cfg.path:
         raise FedbenchError(
             "data.name npz needs data.path: the .npz file with x_train, y_train, x_test, y_test"

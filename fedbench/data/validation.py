@@ -39,4 +39,7 @@ def holdout_validation(data: Dataset, fraction: float, seed: int) -> Dataset:
         x_test=data.x_train[val_idx],
         y_test=data.y_train[val_idx],
         client_train=None if data.client_train is None else data.client_train[train],
+        # Per-client test indices point into the real test set, which a validation run must not
+        # see: per-client evaluation then holds out partition.client_test_fraction instead.
+        client_test=None,
     )

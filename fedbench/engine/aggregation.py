@@ -59,23 +59,44 @@ class Aggregator:
 
 
 def round_diagnostics(
-    agg: Aggregator, mean: dict[str, list[Tensor]], v_means: list[Tensor]
+    agg: Aggregator,
+    mean: dict[str, list[Tensor]],
+    v_means: list[Tensor],
+    step_ratios: Sequence[float] = (),
 ) -> dict[str, Any]:
     """FedAdamW Figure 2: client_drift = mean_i ||Delta_i - Delta_bar||^2 and v_spread = the
-    variance across clients of each block mean of v, averaged over the blocks (None without v)."""
+    variance across clients of each block mean of v, averaged over the blocks (None without v);
+    and local_step_ratio = the clients' mean of `local_step_ratio` (None when not measured)."""
     return {
         "client_drift": agg.spread(mean["delta"]),
         "v_spread": (
             float(torch.stack(v_means).var(dim=0, unbiased=False).mean()) if v_means else None
         ),
+        "local_step_ratio": sum(step_ratios) / len(step_ratios) if step_ratios else None,
     }
+
+
+def local_step_sizes(before: list[Tensor], after: list[Tensor], clients: int | None) -> Tensor:
+    """RMS over the d coordinates of one local step y_k - y_{k-1} (float64): one value, or one
+    per client when the tensors are stacked along a leading client dim of size `clients`."""
+    if clients is None:
+        squares = sum(
+            float(n.double() ** 2) for n in torch._foreach_norm(torch._foreach_sub(after, before))
+        )
+        d = sum(t.numel() for t in after)
+        return torch.tensor(squares / d, dtype=torch.float64).sqrt()
+    diffs = torch._foreach_sub(after, before)
+    squares = sum(t.reshape(clients, -1).double().square().sum(dim=1) for t in diffs)
+    d = sum(t[0].numel() for t in after)
+    return (squares / d).sqrt()
 
 
 class RoundResults:
     """What the sampled clients of one round hand back, reduced as they arrive.
 
     `add` takes one client's upload, its aggregation weight, its model buffers (BatchNorm
-    statistics, when the model has any) and, for the diagnostics, its block means of v.
+    statistics, when the model has any) and, for the diagnostics, its block means of v and its
+    local step ratio (mean over its K steps of RMS(y_k - y_{k-1}) / eta_r).
     """
 
     def __init__(self, diagnostics: bool, keep_uploads: bool = False) -> None:
@@ -87,6 +108,7 @@ class RoundResults:
         self.uploads = Aggregator(spread_of="delta" if diagnostics else None)
         self.buffers = Aggregator()
         self.v_means: list[Tensor] = []
+        self.step_ratios: list[float] = []
         #: Integer buffers (BatchNorm's step counter) are not averaged: the first client's.
         self.int_buffers: list[Tensor] | None = None
 
@@ -97,6 +119,7 @@ class RoundResults:
         buffers: Sequence[Tensor] = (),
         v_block_means: Tensor | None = None,
         client: int = -1,
+        step_ratio: float | None = None,
     ) -> None:
         self.uploads.add(upload, weight)
         if self.keep_uploads:
@@ -108,6 +131,8 @@ class RoundResults:
             self.int_buffers = [b.detach().clone() for b in buffers if not b.is_floating_point()]
         if self.diagnostics and v_block_means is not None:
             self.v_means.append(v_block_means.double())
+        if self.diagnostics and step_ratio is not None:
+            self.step_ratios.append(step_ratio)
 
 
 def finish_round(
@@ -128,7 +153,9 @@ def finish_round(
     if not all_finite(mean["delta"]):
         raise DivergedError(f"non-finite model update in round {info.round + 1}")
     diagnostics = (
-        round_diagnostics(results.uploads, mean, results.v_means) if results.diagnostics else None
+        round_diagnostics(results.uploads, mean, results.v_means, results.step_ratios)
+        if results.diagnostics
+        else None
     )
     with torch.no_grad():
         algorithm.server_update_with_uploads(x, mean, results.client_uploads, server, info)

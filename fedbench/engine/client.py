@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.data import Dataset
 from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.engine.aggregation import local_step_sizes
 from fedbench.privacy.mechanism import PrivateGradient, noise_generator, poisson_batches
 
 
@@ -47,16 +48,38 @@ class LocalTraining:
     #: Applied to every batch on the device (normalisation, resizing), or None.
     prepare: Callable[[Tensor], Tensor] | None = None
     autocast: torch.dtype | None = None
+    #: Batches in NHWC (the model was converted to channels_last: CUDA convnets).
+    channels_last: bool = False
     #: The DP mechanism (per-sample clipping + noise) of a private run, else None.
     private: PrivateGradient | None = None
     #: Poisson sampling of the private batches (privacy.sampling: poisson).
     poisson: bool = False
 
 
+def _batch_order(
+    run: LocalTraining, samples: Tensor, local_steps: int, generator: torch.Generator
+) -> Tensor:
+    """The K batches of one client: fixed-size batches, or Poisson-sampled ones for a private
+    run with `privacy.sampling: poisson`."""
+    if run.private is not None and run.poisson:
+        rate = run.private.divisor(samples.numel()) / samples.numel()
+        return poisson_batches(samples, local_steps, rate, generator)
+    return batch_indices(samples, local_steps, run.batch_size, generator)
+
+
 def run_client(
-    run: LocalTraining, *, client: int, samples: Tensor, local: State, info: RoundInfo
-) -> None:
+    run: LocalTraining,
+    *,
+    client: int,
+    samples: Tensor,
+    local: State,
+    info: RoundInfo,
+    measure_steps: bool = False,
+) -> float | None:
     """Train the resident model (already holding the client's start weights) for K steps.
+
+    With `measure_steps` (diagnostic rounds), returns the mean over the K steps of
+    RMS(y_k - y_{k-1}) / eta_r, the size of a local step relative to the learning rate (else None).
 
     With `run.private`, g is the privatised g_tilde (per-sample clipping + noise) and grad_clip
     is not applied on top. Each step goes through `Algorithm.local_step_with_oracle`, which gets
@@ -64,7 +87,7 @@ def run_client(
     """
     model, forward, params, algorithm = run.model, run.forward, run.params, run.algorithm
     data, prepare, private, grad_clip = run.data, run.prepare, run.private, run.grad_clip
-    seed, batch_size, autocast, poisson = run.seed, run.batch_size, run.autocast, run.poisson
+    seed, autocast = run.seed, run.autocast
     client_key = client_seed(seed, info.round, client)
     generator = torch.Generator().manual_seed(client_key)
     torch.manual_seed(client_key)  # dropout: a function of (seed, round, client) only
@@ -72,18 +95,16 @@ def run_client(
     if private is not None:
         noise = noise_generator(samples.device, client_key)
         info = dataclasses.replace(info, grad_noise_std=private.noise_std(n_local))
-    if private is not None and poisson:
-        rate = private.divisor(n_local) / n_local
-        order = poisson_batches(samples, info.local_steps, rate, generator)
-    else:
-        order = batch_indices(samples, info.local_steps, batch_size, generator)
+    order = _batch_order(run, samples, info.local_steps, generator)
     device_type = samples.device.type
     cast = (
-        torch.autocast(device_type, dtype=autocast)
+        # No weight-cast cache: it lives for one step anyway, and CUDA graph capture needs it off.
+        torch.autocast(device_type, dtype=autocast, cache_enabled=False)
         if autocast is not None
         else contextlib.nullcontext()
     )
     model.train()
+    step_sizes: list[Tensor] = []
     for k in range(1, info.local_steps + 1):
         idx = order[k - 1]
         xb, yb = data.x_train[idx], data.y_train[idx]
@@ -91,6 +112,8 @@ def run_client(
             xb = data.augment(xb, generator)
         if prepare is not None:
             xb = prepare(xb)
+        if run.channels_last and xb.ndim == 4:
+            xb = xb.contiguous(memory_format=torch.channels_last)
 
         def gradient(xb: Tensor = xb, yb: Tensor = yb) -> list[Tensor]:
             if private is not None:
@@ -101,4 +124,10 @@ def run_client(
             clip_grad_norm_(grads, grad_clip)
             return grads
 
+        before = [p.detach().clone() for p in params] if measure_steps else None
         algorithm.local_step_with_oracle(params, gradient, local, k, info)
+        if before is not None:
+            step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))
+    if not measure_steps:
+        return None
+    return float(torch.stack(step_sizes).mean()) / info.lr

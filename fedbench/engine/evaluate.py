@@ -1,4 +1,4 @@
-"""Evaluation protocol (ALGORITHMS.md): test accuracy on the whole test set and training loss on
+"""Evaluation protocol (docs/algorithms.md, "Evaluation protocol"): test accuracy on the whole test set and training loss on
 a fixed seeded subset, in eval mode, without augmentation, in large batches under inference_mode."""
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,16 +16,24 @@ from torch import Tensor
 import fedbench
 from fedbench.algorithms.base import RoundInfo, State
 from fedbench.config import RunConfig
+from fedbench.engine.accelerate import (
+    GraphedForward,
+    apply_precision,
+    cuda_graphs_wanted,
+    use_channels_last,
+)
 from fedbench.engine.aggregation import RoundResults, finish_round
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.client_state import to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
+from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.progress import make_progress
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr, participation_counts
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
+from fedbench.provenance import git_state
 
 
 def _state_buffers(model: torch.nn.Module) -> list[Tensor]:
@@ -42,6 +51,9 @@ class Engine:
         self.folder = folder
         self.console = console
         model = setup.model
+        runtime = self.cfg.runtime
+        self.autocast = apply_precision(runtime.precision, setup.device)
+        channels_last = use_channels_last(model, setup.device)  # before x copies the layout
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = _state_buffers(model)
         self.x = [p.detach().clone() for p in self.params]
@@ -53,9 +65,16 @@ class Engine:
         self.state_device = (
             torch.device("cpu") if store == "cpu" or (store == "auto" and on_gpu) else setup.device
         )
-        self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
-        self.forward = torch.compile(model) if self.cfg.runtime.compile else model
-        self.autocast = torch.bfloat16 if self.cfg.runtime.precision == "bf16" else None
+        self.diagnostics: dict[str, float | None] = {
+            "client_drift": None,
+            "v_spread": None,
+            "local_step_ratio": None,
+        }
+        self.forward: Callable[[Tensor], Tensor] = (
+            torch.compile(model) if runtime.compile else model
+        )
+        if cuda_graphs_wanted(self.cfg, setup.device):
+            self.forward = GraphedForward(model)
         plan = setup.privacy
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
@@ -69,6 +88,7 @@ class Engine:
             grad_clip=self.cfg.algorithm.grad_clip,
             prepare=setup.prepare,
             autocast=self.autocast,
+            channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
         )
@@ -142,6 +162,9 @@ class Engine:
         }
         if cfg.eval.diagnostics:
             row.update(self.diagnostics)
+        if cfg.eval.per_client:  # the clients of the round just finished (round 0: the first's)
+            sampled_now = s.schedule[max(rounds_done - 1, 0)]
+            row.update(per_client_metrics(s, sampled_now, cfg.eval.batch_size))
         if s.privacy is not None:
             row["epsilon"] = s.privacy.epsilon(rounds_done)
         self.folder.append_metrics(row)
@@ -161,15 +184,16 @@ class Engine:
             if stored is not None:
                 stored = to_device(stored, s.device)
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
-            run_client(
+            step_ratio = run_client(
                 self.local_training,
                 client=client,
                 samples=s.clients[client],
                 local=local,
                 info=info,
+                measure_steps=diagnostics,
             )
             params = [p.detach() for p in self.params]
-            self._end_client(results, client, params, local, stored, info, self.buffers)
+            self._end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
         self._finish_round(results, info)
 
     def _end_client(
@@ -181,9 +205,11 @@ class Engine:
         stored: State | None,
         info: RoundInfo,
         buffers: list[Tensor],
+        step_ratio: float | None = None,
     ) -> None:
         """The algorithm's client_end for one trained client, its new state stored and its
-        upload (and buffers) added to the round's results."""
+        upload (and buffers, and on diagnostic rounds its local step ratio) added to the
+        round's results."""
         s = self.setup
         with torch.no_grad():
             upload, new_state = s.algorithm.client_end(params, self.x, local, stored, info)
@@ -196,6 +222,7 @@ class Engine:
             buffers=buffers,
             v_block_means=s.algorithm.v_block_means(local) if results.diagnostics else None,
             client=client,
+            step_ratio=step_ratio,
         )
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
@@ -279,6 +306,8 @@ class Engine:
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
+            "data_source": s.data.source,
+            "git": git_state(),
             "versions": {
                 "fedbench": fedbench.__version__,
                 "torch": torch.__version__,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -27,22 +28,38 @@ class SilentProgress:
 
 
 class PlainProgress:
-    """One line per evaluation: round, accuracy, losses, seconds per round, ETA."""
+    """Off a terminal (logs, CI): a line per evaluation (round, accuracy, losses, seconds per
+    round, ETA), and between evaluations a short line per round at most every `every_s` seconds,
+    so a log shows life during long evaluation intervals without one line per round."""
 
-    def __init__(self, console: Console, label: str) -> None:
-        self.console, self.label = console, label
+    def __init__(
+        self,
+        console: Console,
+        label: str,
+        every_s: float = 10.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.console, self.label, self.every_s, self.clock = console, label, every_s, clock
 
     def start(self, total: int, done: int) -> None:
-        self.total, self.first, self.t0 = total, done, time.perf_counter()
+        self.total, self.first = total, done
+        self.t0 = self.last_line = self.clock()
 
     def advance(self, round_done: int, metrics: dict[str, Any] | None) -> None:
-        if metrics is None:
+        now = self.clock()
+        if metrics is None and now - self.last_line < self.every_s:
             return
-        per_round = (time.perf_counter() - self.t0) / max(round_done - self.first, 1)
+        self.last_line = now
+        per_round = (now - self.t0) / max(round_done - self.first, 1)
         eta = per_round * (self.total - round_done)
+        scores = (
+            f"test_acc {metrics['test_acc']:.2f}  test_loss {metrics['test_loss']:.4f}  "
+            f"train_loss {metrics['train_loss']:.4f}  "
+            if metrics is not None
+            else ""
+        )
         self.console.print(
-            f"{self.label} round {round_done}/{self.total}  test_acc {metrics['test_acc']:.2f}  "
-            f"test_loss {metrics['test_loss']:.4f}  train_loss {metrics['train_loss']:.4f}  "
+            f"{self.label} round {round_done}/{self.total}  {scores}"
             f"{per_round:.2f} s/round  eta {eta:.0f} s",
             highlight=False,
             soft_wrap=True,

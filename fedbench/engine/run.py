@@ -11,6 +11,7 @@ from rich.console import Console
 
 from fedbench.config import RunConfig
 from fedbench.data.partition import describe
+from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder, write_json_atomic
 from fedbench.engine.setup import RunSetup, prepare_run
@@ -48,12 +49,14 @@ def train(
     if folder.is_finished():
         return RunResult(folder.path, "skipped", folder.read_summary() or {})
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
-    folder.create(cfg)
+    check_loggers(cfg.runtime.loggers)
+    folder.create(cfg, setup.data.source)
     write_json_atomic(
         folder.partition,
         describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),
     )
     engine = select_engine(setup, folder, console)
+    folder.loggers = open_loggers(cfg.runtime.loggers, folder.path, cfg.to_dict())
     try:
         summary = engine.run()
     except Exception as exc:
@@ -64,6 +67,9 @@ def train(
         }
         folder.write_summary(summary)
         raise
+    finally:
+        for logger in folder.loggers:
+            logger.close()
     if save_model and summary["status"] == "completed":
         engine._load_global()
         torch.save(setup.model.state_dict(), folder.model)

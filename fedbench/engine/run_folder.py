@@ -1,4 +1,4 @@
-"""A run folder `DIR/runs/<run_id>/` (DESIGN.md, "Outputs"): config.yaml, metrics.jsonl,
+"""A run folder `DIR/runs/<run_id>/` (docs/runs.md, "The run folder"): config.yaml, metrics.jsonl,
 summary.json, partition.json, checkpoint.pt while running, model.pt with --save-model."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from fedbench.config import RunConfig
+from fedbench.engine.loggers import MetricLogger
 
 #: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
 #: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
@@ -32,6 +33,8 @@ class RunFolder:
         self.partition = path / "partition.json"
         self.checkpoint = path / "checkpoint.pt"
         self.model = path / "model.pt"
+        #: Experiment trackers (runtime.loggers) that receive every appended metrics row.
+        self.loggers: list[MetricLogger] = []
         self.stop = path / "STOP"
 
     @classmethod
@@ -50,9 +53,20 @@ class RunFolder:
         summary = self.read_summary()
         return summary is not None and summary.get("status") in FINAL_STATUSES
 
-    def create(self, cfg: RunConfig) -> None:
+    def create(self, cfg: RunConfig, data_source: str | None = None) -> None:
+        """config.yaml: the resolved run config (loadable by `fedbench train`), headed by a
+        comment that records where the data was read from (data.root/path may be unset)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.config.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        header = f"# data read from: {data_source}\n" if data_source else ""
+        self.config.write_text(header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+    def data_source(self) -> str | None:
+        """The data location recorded in config.yaml's header (None if absent)."""
+        if not self.config.is_file():
+            return None
+        first = self.config.read_text().split("\n", 1)[0]
+        prefix = "# data read from: "
+        return first[len(prefix) :] if first.startswith(prefix) else None
 
     def read_metrics(self) -> list[dict[str, Any]]:
         if not self.metrics.is_file():
@@ -69,6 +83,8 @@ class RunFolder:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+        for logger in self.loggers:
+            logger.log(row)
 
     def request_stop(self, reason: str) -> None:
         """Ask the run training in this folder to end after its next evaluation (status
@@ -82,3 +98,26 @@ class RunFolder:
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary, summary)
+
+    def checkpoint_round(self) -> int | None:
+        """The round the checkpoint holds (None without one)."""
+        import torch
+
+        if not self.checkpoint.is_file():
+            return None
+        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+        return int(state["round"])
+
+    def interrupted_line(self, rounds: int, resume: str) -> str:
+        """One line after Ctrl-C: the run, the round its checkpoint holds, the resume command."""
+        evaluated = self.read_metrics()
+        last = (
+            f"last evaluated round {evaluated[-1]['round']}/{rounds}" if evaluated else "no round"
+        )
+        at = self.checkpoint_round()
+        where = (
+            f"checkpoint at round {at}: {self.checkpoint}"
+            if at is not None
+            else "no checkpoint yet (runtime.checkpoint_every), the rerun starts at round 0"
+        )
+        return f"interrupted run {self.path.name} ({last}); {where}; resume: {resume}"

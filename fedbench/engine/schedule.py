@@ -1,4 +1,4 @@
-"""Who trains when, and with which learning rate (ALGORITHMS.md, "Notation and the shared round")."""
+"""Who trains when, and with which learning rate (docs/algorithms.md, "The shared round")."""
 
 from __future__ import annotations
 

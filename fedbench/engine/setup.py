@@ -12,8 +12,10 @@ from torch import Tensor, nn
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec
 from fedbench.config import RunConfig
 from fedbench.data import Dataset, load_dataset
+from fedbench.data.client_test import ClientTestSplit, split_client_test
 from fedbench.data.partition import partition
 from fedbench.data.validation import holdout_validation
+from fedbench.engine.accelerate import check_cuda_graphs
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
@@ -73,6 +75,8 @@ class RunSetup:
     prepare: Callable[[Tensor], Tensor] | None
     #: Resolved sample-level DP settings; None for a non-private run.
     privacy: PrivacyPlan | None = None
+    #: Each client's own test data (eval.per_client); None when the run has none.
+    client_test: ClientTestSplit | None = None
 
     @property
     def num_clients(self) -> int:
@@ -101,10 +105,12 @@ def _compose(
 def prepare_run(cfg: RunConfig) -> RunSetup:
     """Load data, partition it, build the model and the algorithm; raise FedbenchError on bad input."""
     device = resolve_device(cfg.runtime.device)
+    check_cuda_graphs(cfg, device)
     algorithm_cls = ALGORITHMS.get(cfg.algorithm.name)
     data = load_dataset(cfg.data)
     labels = data.y_train.numpy()
     parts = partition(labels, cfg.partition, data.num_classes, data.client_train)
+    parts, client_test = split_client_test(cfg, data, parts)
     torch.manual_seed(cfg.seed)  # model initialisation depends on the run seed only
     resize = _resizer(cfg.data.image_size, data.input_shape)
     prepare = _compose(data.prepare, resize)
@@ -130,4 +136,5 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         schedule=schedule,
         prepare=prepare,
         privacy=privacy,
+        client_test=client_test,
     )

@@ -66,6 +66,7 @@ class ResNet18(nn.Module):
 
 @MODELS.register("resnet18")
 def resnet18(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """ResNet-18, CIFAR variant (3x3 stem, no max-pool); model.norm bn or gn (GroupNorm, for DP)."""
     if len(input_shape) != 3:
         raise FedbenchError(f"model resnet18 needs image inputs (C, H, W), got shape {input_shape}")
     return ResNet18(input_shape[0], num_classes, cfg.norm)

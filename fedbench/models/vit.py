@@ -99,6 +99,7 @@ class ViT(nn.Module):
 
 @MODELS.register("vit_tiny")
 def vit_tiny(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """ViT-Tiny from scratch (dim 192, depth 6, 3 heads; 4x4 patches, 2x2 under 16 px)."""
     if len(input_shape) != 3:
         raise FedbenchError(f"model vit_tiny needs image inputs (C, H, W), got shape {input_shape}")
     _, h, w = input_shape

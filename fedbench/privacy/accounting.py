@@ -1,4 +1,4 @@
-"""Privacy accounting with Opacus' accountants (ALGORITHMS.md, "Differential privacy").
+"""Privacy accounting with Opacus' accountants (docs/algorithms.md, "Differential privacy").
 
 Client i takes steps_i = K * g * (rounds in which it participated) subsampled Gaussian steps
 (g gradients per local step: 2 for DP-FedSAM), each with sampling rate q_i = B / n_i and noise

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from fedbench.algorithms import ALGORITHMS
-from fedbench.config import RunConfig
+from fedbench.config import RunConfig, parse_override
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.privacy.plan import PrivacyPlan, make_plan
+from fedbench.runner.table_config import Plan, TableConfig
+from fedbench.suggest import did_you_mean
 
 
 def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
@@ -14,10 +19,17 @@ def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
     if client_size is not None:
         return [client_size] * cfg.partition.clients
     from fedbench.data import load_dataset
+    from fedbench.data.client_test import split_client_test
     from fedbench.data.partition import partition
 
-    data = load_dataset(cfg.data)
+    try:
+        data = load_dataset(cfg.data)
+    except FedbenchError as exc:
+        raise FedbenchError(
+            f"{exc} (or skip the data: --client-size N, the samples per client)"
+        ) from None
     parts = partition(data.y_train.numpy(), cfg.partition, data.num_classes, data.client_train)
+    parts, _ = split_client_test(cfg, data, parts)  # held-out samples are never trained on
     return [len(p) for p in parts]
 
 
@@ -26,11 +38,7 @@ def privacy_plan(cfg: RunConfig, client_size: int | None = None) -> PrivacyPlan:
         raise FedbenchError(
             "this config has no privacy section; add one (e.g. --set privacy.noise_multiplier=1.0)"
         )
-    sizes = client_sizes(cfg, client_size)
-    sampled = clients_per_round(cfg.fl.participation, len(sizes))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled)
-    per_step = ALGORITHMS.get(cfg.algorithm.name).gradients_per_step
-    return make_plan(cfg, sizes, schedule, per_step)
+    return _plan_from_sizes(cfg, client_sizes(cfg, client_size))
 
 
 def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
@@ -48,3 +56,61 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
         f"(n_i = {round(cfg.fl.batch_size / plan.rates[worst]) if plan.rates[worst] < 1 else 'B'})",
     ]
     return "\n".join(lines)
+
+
+def _matches(setting: dict[str, Any], picks: dict[str, Any]) -> bool:
+    return all(str(setting.get(key)) == str(value) for key, value in picks.items())
+
+
+def parse_column_picks(items: list[str], table: TableConfig) -> dict[str, Any]:
+    """`--column key=value` filters on the table's grid; a key or value it lacks is an error."""
+    picks: dict[str, Any] = {}
+    for item in items:
+        path, value = parse_override(item)
+        key = ".".join(path)
+        if key not in table.grid:
+            hint = did_you_mean(key, table.grid)
+            raise FedbenchError(
+                f"{table.table} has no grid key {key!r};{hint} "
+                f"grid: {', '.join(table.grid) or 'none (one column)'}"
+            )
+        values = [str(v) for v in table.grid[key]]
+        if str(value) not in values:
+            hint = did_you_mean(str(value), values)
+            raise FedbenchError(
+                f"{table.table} grid {key} has no value {value!r};{hint} values: {', '.join(values)}"
+            )
+        picks[key] = value
+    return picks
+
+
+def table_epsilons(
+    plan: Plan, client_size: int | None = None, columns: dict[str, Any] | None = None
+) -> list[tuple[str, str, float, float, float]]:
+    """(row, column, epsilon, delta, noise_multiplier) of every private (row, column) of `plan`,
+    the worst over its seeds; client sizes are computed once per distinct data + partition."""
+    sizes: dict[str, list[int]] = {}
+    cells: dict[tuple[str, str], tuple[float, float, float]] = {}
+    for run in plan.runs:
+        if columns and not _matches(run.setting, columns):
+            continue
+        cfg = run.cfg
+        if cfg.privacy is None:
+            continue
+        key = json.dumps([cfg.data.model_dump(mode="json"), cfg.partition.model_dump(mode="json")])
+        if key not in sizes:
+            sizes[key] = client_sizes(cfg, client_size)
+        p = _plan_from_sizes(cfg, sizes[key])
+        where = ", ".join(f"{k}={v}" for k, v in run.setting.items()) or "-"
+        eps = p.epsilon()
+        old = cells.get((run.method, where))
+        if old is None or eps > old[0]:
+            cells[(run.method, where)] = (eps, p.config.delta, p.noise_multiplier)
+    return [(row, col, *values) for (row, col), values in cells.items()]
+
+
+def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan:
+    sampled = clients_per_round(cfg.fl.participation, len(sizes))
+    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled)
+    per_step = ALGORITHMS.get(cfg.algorithm.name).gradients_per_step
+    return make_plan(cfg, sizes, schedule, per_step)

@@ -1,5 +1,5 @@
-"""The papers' reference numbers, shipped as package data (fedbench/paper_tables/*.csv, the
-long format of /work/shared/paper_tables/README.md), and the mapping from a table config's rows,
+"""The papers' reference numbers, shipped as package data (fedbench/paper_tables/*.csv, long format:
+one row per paper, table, method, dataset, model, setting and metric, with mean, std, notes), and the mapping from a table config's rows,
 columns and metrics onto the paper's labels."""
 
 from __future__ import annotations

@@ -94,8 +94,9 @@ class SweepProgress:
 
     def __init__(self, console: Console | None, total: int, workers: int, label: str) -> None:
         self.console, self.total, self.workers, self.label = console, total, workers, label
-        self.done = self.failed = 0
-        self.t0 = time.perf_counter()
+        self.done = self.failed = self.cached = 0
+        #: Seconds spent on runs that trained: the ETA's rate ignores already-finished runs.
+        self.trained_s = 0.0
         self.rich: Progress | None = None
         if console is not None and console.is_terminal:
             self.rich = Progress(
@@ -112,25 +113,41 @@ class SweepProgress:
 
     def _counts(self) -> str:
         running = min(self.workers, self.total - self.done)
-        return f"done {self.done}  running {running}  failed {self.failed}"
+        cached = f"  already done {self.cached}" if self.cached else ""
+        return f"done {self.done}  running {running}  failed {self.failed}{cached}"
+
+    def eta(self) -> str:
+        """`  eta N s` from the runs that trained; nothing when none did or none is left (a rerun
+        of finished runs has no rate to extrapolate)."""
+        trained = self.done - self.cached
+        left = self.total - self.done
+        if trained == 0 or left == 0:
+            return ""
+        return f"  eta {self.trained_s / trained * left / min(self.workers, left):.0f} s"
 
     def update(self, run: PlannedRun, outcome: Outcome) -> None:
         self.done += 1
         self.failed += outcome.status in ("failed", "diverged")
+        self.cached += outcome.cached
+        if not outcome.cached:
+            self.trained_s += outcome.wall_s
         if self.rich is not None:
-            self.rich.update(self.task, completed=self.done, counts=self._counts())
+            # A finished run leaves the bar's total instead of completing in no time, so that
+            # rich's remaining-time estimate is the rate of runs that trained.
+            total = self.total - self.cached
+            self.rich.update(
+                self.task, total=total, completed=self.done - self.cached, counts=self._counts()
+            )
             return
         if self.console is None:
             return
-        elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.done * (self.total - self.done)
         where = " ".join(f"{k}={v}" for k, v in run.setting.items())
         acc = f" test_acc {outcome.test_acc:.2f}" if outcome.test_acc is not None else ""
         note = " (already done)" if outcome.cached else ""
         reason = f": {outcome.error}" if outcome.status != "completed" and outcome.error else ""
         self.console.print(
             f"[{self.done}/{self.total}] {run.method} {where} seed {run.seed}: "
-            f"{outcome.status}{note}{acc}{reason}  eta {eta:.0f} s",
+            f"{outcome.status}{note}{acc}{reason}{self.eta()}",
             markup=False,
             highlight=False,
             soft_wrap=True,

@@ -1,4 +1,4 @@
-"""A sweep: table config -> plan -> launcher -> report (DESIGN.md, data flow)."""
+"""A sweep: table config -> plan -> launcher -> report (docs/tables.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fedbench.engine.run_folder import write_json_atomic
+from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
 
@@ -45,7 +46,7 @@ def make_plan(
     kind: Literal["table", "ablation"] = "table",
     *,
     preset: str | None = None,
-    seeds: int | None = None,
+    seeds: int | list[int] | None = None,
     methods: list[str] | None = None,
     overrides: list[str] | None = None,
     tuned: Tuned | None = None,
@@ -75,6 +76,46 @@ def plan_table_view(plan: Plan) -> Table:
             runs[0].run_id,
         )
     return view
+
+
+def seeds_note(plan: Plan) -> str | None:
+    """A line when the plan runs seeds the table does not list (`--seeds 9` on a 5-seed table)."""
+    extra = sorted({r.seed for r in plan.runs} - set(plan.table.seeds))
+    if not extra:
+        return None
+    listed = ",".join(str(s) for s in plan.table.seeds)
+    return (
+        f"note: {plan.table.table} lists seeds {listed}; also running seeds "
+        f"{','.join(str(s) for s in extra)} (give an explicit list with --seeds 0,3,7)"
+    )
+
+
+def write_json_plan(plan: Plan, path: Path) -> None:
+    """The plan as one JSON file: table, preset, --set, and per run its cell, seed, run id and
+    resolved run config (`fedbench run ... --dry-run --write-plan plan.json`)."""
+    if path.parent != Path() and not path.parent.is_dir():
+        raise FedbenchError(f"--write-plan {path}: folder {path.parent} does not exist; create it")
+    write_json_atomic(
+        path,
+        {
+            "name": plan.name,
+            "table": plan.table.table,
+            "preset": plan.preset,
+            "overrides": plan.overrides,
+            "client_steps": plan.client_steps(),
+            "runs": [
+                {
+                    "method": run.method,
+                    "setting": run.setting,
+                    "seed": run.seed,
+                    "run_id": run.run_id,
+                    "client_steps": run.client_steps(),
+                    "config": run.cfg.to_dict(),
+                }
+                for run in plan.runs
+            ],
+        },
+    )
 
 
 def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = None) -> None:

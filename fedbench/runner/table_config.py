@@ -1,4 +1,4 @@
-"""Table configs (DESIGN.md, "Table config") and their expansion into a plan of run configs.
+"""Table configs (docs/tables.md, "Table config reference") and their expansion into a plan of run configs.
 
 A table is rows (`methods`: label -> nested overrides) x columns (the cartesian product of `grid`:
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
@@ -41,6 +41,7 @@ from fedbench.config import (
     set_path,
 )
 from fedbench.errors import FedbenchError
+from fedbench.suggest import did_you_mean
 
 #: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
 METRICS = ("test_acc", "train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s")
@@ -225,8 +226,19 @@ def find_table(name: str, kind: Literal["table", "ablation"] = "table") -> Path:
         tried.append(str(folder))
         if candidate.is_file():
             return candidate
-    known = ", ".join(list_tables(kind)) or "none"
-    raise FedbenchError(f"no {kind} named {name!r} (looked in {', '.join(tried)}); known: {known}")
+    other: Literal["table", "ablation"] = "ablation" if kind == "table" else "table"
+    if name in list_tables(other):
+        command = "ablate" if other == "ablation" else "run"
+        article = {"table": "a table", "ablation": "an ablation"}
+        raise FedbenchError(
+            f"{name!r} is {article[other]}, not {article[kind]}; "
+            f"run it with `fedbench {command} {name}`"
+        )
+    known = list_tables(kind)
+    raise FedbenchError(
+        f"no {kind} named {name!r};{did_you_mean(name, known)} known: {', '.join(known) or 'none'}"
+        f" (looked in {', '.join(tried)})"
+    )
 
 
 def list_tables(kind: Literal["table", "ablation"] = "table") -> list[str]:
@@ -246,7 +258,9 @@ def parse_table_config(data: dict[str, Any], source: str = "table config") -> Ta
     try:
         return TableConfig.model_validate(data)
     except ValidationError as exc:
-        raise FedbenchError(f"{source}: {format_validation_error(exc)}") from None
+        raise FedbenchError(
+            f"{source}: {format_validation_error(exc, model=TableConfig)}"
+        ) from None
 
 
 def load_table(name: str, kind: Literal["table", "ablation"] = "table") -> TableConfig:
@@ -288,8 +302,11 @@ def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any
     if preset is None:
         return []
     if preset not in table.presets:
-        known = ", ".join(sorted(table.presets)) or "none"
-        raise FedbenchError(f"{table.table} has no preset {preset!r}; known: {known}")
+        known = sorted(table.presets)
+        raise FedbenchError(
+            f"{table.table} has no preset {preset!r};{did_you_mean(preset, known)} "
+            f"known: {', '.join(known) or 'none'}"
+        )
     return [(k, v) for k, v in table.presets[preset].items() if k != PRESET_METHODS]
 
 
@@ -319,12 +336,16 @@ def _apply_preset(
         set_path(data, key.split("."), copy.deepcopy(value))
 
 
-def select_seeds(table: TableConfig, count: int | None) -> list[int]:
+def select_seeds(table: TableConfig, count: int | list[int] | None) -> list[int]:
     """The first `count` seeds of the table (continued with the next integers when it asks for
-    more than the table lists)."""
+    more than the table lists), or an explicit list of seeds."""
     seeds = list(table.seeds)
     if count is None:
         return seeds
+    if isinstance(count, list):
+        if len(set(count)) != len(count) or any(s < 0 for s in count):
+            raise FedbenchError(f"--seeds {count} must list distinct non-negative integers")
+        return list(count)
     if count < 1:
         raise FedbenchError("--seeds must be at least 1")
     while len(seeds) < count:
@@ -337,8 +358,9 @@ def select_methods(table: TableConfig, methods: list[str] | None) -> list[str]:
         return list(table.methods)
     unknown = [m for m in methods if m not in table.methods]
     if unknown:
+        hint = did_you_mean(unknown[0], table.methods)
         raise FedbenchError(
-            f"{table.table} has no row {unknown[0]!r}; rows: {', '.join(table.methods)}"
+            f"{table.table} has no row {unknown[0]!r};{hint} rows: {', '.join(table.methods)}"
         )
     return [m for m in table.methods if m in methods]
 
@@ -347,7 +369,7 @@ def expand(
     table: TableConfig,
     *,
     preset: str | None = None,
-    seeds: int | None = None,
+    seeds: int | list[int] | None = None,
     methods: list[str] | None = None,
     overrides: list[str] | None = None,
     tuned: Tuned | None = None,

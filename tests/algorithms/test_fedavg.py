@@ -1,4 +1,4 @@
-"""fedavg: local SGD with coupled decay, server mean (ALGORITHMS.md, "fedavg")."""
+"""fedavg: local SGD with coupled decay, server mean (docs/algorithms.md)."""
 
 import torch
 

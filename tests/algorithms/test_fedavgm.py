@@ -1,4 +1,4 @@
-"""fedavgm: server momentum m <- beta*m + Delta_bar; x <- x + eta_g*m (ALGORITHMS.md)."""
+"""fedavgm: server momentum m <- beta*m + Delta_bar; x <- x + eta_g*m (docs/algorithms.md, "Local SGD and server-side methods")."""
 
 import torch
 

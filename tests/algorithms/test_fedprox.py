@@ -1,4 +1,4 @@
-"""fedprox: y <- y - eta*(g + lambda*y + mu*(y - x^r)) (ALGORITHMS.md, "fedprox")."""
+"""fedprox: y <- y - eta*(g + lambda*y + mu*(y - x^r)) (docs/algorithms.md)."""
 
 import torch
 

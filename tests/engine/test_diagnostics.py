@@ -1,6 +1,7 @@
 """Diagnostics (FedAdamW Figure 2): client_drift and v_spread in metrics.jsonl."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,55 @@ def test_metrics_rows_carry_diagnostics(tmp_path: Path, name: str, keeps_v: bool
     for row in rows[1:]:
         assert row["client_drift"] > 0
         assert (row["v_spread"] is not None and row["v_spread"] >= 0) == keeps_v
+
+
+def _one_round(algorithm: list[str], tmp_path: Path):
+    """One client, one round, eval every round, in float64: (engine, x before, x after)."""
+    from fedbench.engine.loop import Engine
+    from fedbench.engine.run_folder import RunFolder
+    from fedbench.engine.setup import prepare_run
+
+    cfg = load_run_config(
+        None,
+        [
+            *TINY,
+            "fl.participation=0.25",  # one of the 4 clients
+            "fl.local_steps=3",
+            "algorithm.grad_clip=null",
+            "algorithm.weight_decay=0",
+            "algorithm.lr_schedule=constant",
+            *algorithm,
+        ],
+    )
+    setup = prepare_run(cfg)
+    setup.model.double()
+    d = setup.data
+    setup.data = replace(d, x_train=d.x_train.double(), x_test=d.x_test.double())
+    engine = Engine(setup, RunFolder(tmp_path), None)
+    before = [t.clone() for t in engine.x]
+    engine._round(0, cfg.algorithm.lr, diagnostics=True)
+    return engine, before
+
+
+def test_local_step_ratio_is_the_rms_step_over_lr_by_hand(tmp_path: Path) -> None:
+    """FedAvg, one client, K = 3: y_k - y_{k-1} = -lr * g_k, so the ratio is the mean of
+    RMS(g_k); with K = 1 it is exactly RMS(x_new - x_old) / lr (server_lr 1)."""
+    engine, before = _one_round(
+        ["algorithm.name=fedavg", "algorithm.lr=0.05", "fl.local_steps=1"], tmp_path
+    )
+    step = torch.cat([(a - b).flatten() for a, b in zip(engine.x, before, strict=True)])
+    assert step.dtype == torch.float64
+    expected = float(step.square().mean().sqrt()) / 0.05
+    assert engine.diagnostics["local_step_ratio"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_local_step_ratio_of_adam_first_step_is_about_one(tmp_path: Path) -> None:
+    """Local AdamW's first step is m_hat / (sqrt(v_hat) + eps) = g / (|g| + eps): RMS ~ 1, and
+    K = 1 makes the round's ratio exactly that step's."""
+    engine, before = _one_round(
+        ["algorithm.name=local_adamw", "algorithm.lr=0.01", "fl.local_steps=1"], tmp_path
+    )
+    step = torch.cat([(a - b).flatten() for a, b in zip(engine.x, before, strict=True)])
+    ratio = engine.diagnostics["local_step_ratio"]
+    assert ratio == pytest.approx(float(step.square().mean().sqrt()) / 0.01, rel=1e-12)
+    assert 0.9 < ratio <= 1.0

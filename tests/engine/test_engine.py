@@ -35,7 +35,7 @@ def test_run_folder_outputs(tmp_path):
     result = train(cfg, tmp_path, save_model=True)
     run = result.run_dir
     assert result.status == "completed" and run.parent == tmp_path / "runs"
-    assert run.name.startswith("fedadamw-digits-logreg-s0-")
+    assert run.name.startswith("fedadamw-N6-lr0.01-T4-part0.5-K3-B16-digits-logreg-s0-")
     assert yaml.safe_load((run / "config.yaml").read_text())["fl"]["rounds"] == 4
     rows = read_metrics(run)
     assert [r["round"] for r in rows] == [0, 2, 4]

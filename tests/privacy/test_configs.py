@@ -1,4 +1,4 @@
-"""configs/dp/*.yaml follow DESIGN.md's table format and expand into valid private runs."""
+"""configs/dp/*.yaml follow docs/tables.md's table format and expand into valid private runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-sample gradients, clipping and noise (ALGORITHMS.md, "Differential privacy")."""
+"""Per-sample gradients, clipping and noise (docs/algorithms.md, "Differential privacy")."""
 
 from __future__ import annotations
 

@@ -1,0 +1,60 @@
+"""Per-client evaluation (`eval.per_client`): the global model on each sampled client's own test
+data, summarised as mean / worst 10% / standard deviation across clients (as FL-bench and
+Flower report personalisation and fairness)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedbench.engine.evaluate import evaluate
+from fedbench.engine.setup import RunSetup
+
+#: The share of clients whose mean is the "worst" summary (at least one client).
+WORST_SHARE = 0.1
+
+
+def summarise(values: list[float], higher_is_better: bool) -> tuple[float, float, float]:
+    """(mean, mean of the worst ceil(10%) clients, population std) of per-client values."""
+    arr = np.asarray(values, dtype=np.float64)
+    k = max(1, math.ceil(WORST_SHARE * len(arr)))
+    ordered = np.sort(arr) if higher_is_better else np.sort(arr)[::-1]
+    return float(arr.mean()), float(ordered[:k].mean()), float(arr.std())
+
+
+def per_client_metrics(setup: RunSetup, clients: list[int], batch_size: int) -> dict[str, Any]:
+    """client_acc_{mean,worst10,std}, client_loss_{mean,worst10,std} and clients_evaluated over
+    `clients` (those with an empty local test set are left out), for the model as loaded."""
+    split = setup.client_test
+    assert split is not None, "prepare_run refuses eval.per_client without a client test split"
+    data = setup.data
+    x_all, y_all = (
+        (data.x_test, data.y_test)
+        if split.source == "test"
+        else (
+            data.x_train,
+            data.y_train,
+        )
+    )
+    accs: list[float] = []
+    losses: list[float] = []
+    for client in clients:
+        idx = split.indices[client]
+        if len(idx) == 0:
+            continue
+        t = torch.as_tensor(idx, dtype=torch.int64, device=x_all.device)
+        acc, loss = evaluate(
+            setup.model, x_all[t], y_all[t], batch_size, setup.prepare, data.metric
+        )
+        accs.append(acc)
+        losses.append(loss)
+    row: dict[str, Any] = {"clients_evaluated": len(accs)}
+    names = ("mean", "worst10", "std")
+    acc_stats = summarise(accs, higher_is_better=True) if accs else (None,) * 3
+    loss_stats = summarise(losses, higher_is_better=False) if losses else (None,) * 3
+    row.update({f"client_acc_{n}": v for n, v in zip(names, acc_stats, strict=True)})
+    row.update({f"client_loss_{n}": v for n, v in zip(names, loss_stats, strict=True)})
+    return row

@@ -1,0 +1,81 @@
+"""Issue 13 item 5: `fedbench epsilon` accepts table configs (path or name) and prints epsilon per
+(row, column) of the plan, or of the --methods / --column picks."""
+
+from fedbench.config import load_run_config
+from fedbench.privacy.report import privacy_plan, table_epsilons
+from fedbench.runner.sweep import make_plan
+
+TABLE = "configs/dp/dp_table2.yaml"
+
+
+def _rows(out: str) -> list[list[str]]:
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+
+
+def test_epsilon_of_a_shipped_dp_table_config(run_cli) -> None:
+    """The bug: every shipped DP config was refused ("this is a table config")."""
+    code, out, err = run_cli(
+        "epsilon",
+        TABLE,
+        "--client-size",
+        "1000",
+        "--methods",
+        "DP-FedAvg,DP-FedSAM",
+        "--seeds",
+        "2",
+    )
+    assert code == 0, err
+    rows = _rows(out)
+    assert [r[0] for r in rows] == ["DP-FedAvg"] * 4 + ["DP-FedSAM"] * 4
+    assert rows[0][1] == "data.name=cifar10, partition.alpha=0.6"
+    # The same cell computed by hand from its run config: a single run's plan.
+    plan = make_plan("dp_table2", methods=["DP-FedSAM"], seeds=[0])
+    cfg = plan.runs[0].cfg
+    expected = privacy_plan(cfg, client_size=1000).epsilon()
+    seed0 = table_epsilons(plan, client_size=1000)
+    assert seed0[0][2] == expected
+    # The table reports the worst over its seeds (0 and 1 here), at least seed 0's.
+    assert float(rows[4][2]) >= round(expected, 2) - 0.005
+    # DP-FedSAM privatises two gradients per step: it spends more than DP-FedAvg.
+    assert float(rows[4][2]) > float(rows[0][2])
+
+
+def test_epsilon_by_table_name_with_a_column_pick(run_cli) -> None:
+    code, out, err = run_cli(
+        "epsilon",
+        "dp_table2",
+        "--client-size",
+        "1000",
+        "--column",
+        "partition.alpha=0.1",
+        "--column",
+        "data.name=cifar100",
+        "--seeds",
+        "1",
+    )
+    assert code == 0, err
+    rows = _rows(out)
+    assert len(rows) == 6 and {r[1] for r in rows} == {"data.name=cifar100, partition.alpha=0.1"}
+    cfg = load_run_config(
+        None,
+        [
+            "algorithm.name=dp_fedavg",
+            "privacy.noise_multiplier=1.0",
+            "privacy.clip=0.1",
+            "partition.clients=50",
+            "fl.rounds=300",
+            "fl.participation=0.2",
+            "fl.local_steps=50",
+            "fl.batch_size=50",
+        ],
+    )
+    assert rows[0][2] == f"{privacy_plan(cfg, client_size=1000).epsilon():.2f}"
+
+
+def test_epsilon_picks_that_do_not_exist_are_one_line_errors(run_cli) -> None:
+    code, _, err = run_cli("epsilon", "dp_table2", "--column", "data.nme=cifar10")
+    assert code == 2 and "did you mean 'data.name'?" in err
+    code, _, err = run_cli("epsilon", "dp_table2", "--column", "data.name=cifar1000")
+    assert code == 2 and "no value 'cifar1000'" in err
+    code, _, err = run_cli("epsilon", "table1", "--client-size", "10")
+    assert code == 2 and "no private run" in err
