@@ -110,7 +110,22 @@ WorkersOption = Annotated[
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
 ]
-LauncherOption = Annotated[str, typer.Option("--launcher", help="local (ray: not available yet).")]
+LauncherOption = Annotated[
+    str,
+    typer.Option(
+        "--launcher",
+        help="local (worker processes on this machine) | ray (Ray tasks over a cluster's GPUs "
+        "and nodes; pip install 'fedbench[ray]').",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="Ray cluster to use with --launcher ray, e.g. 10.0.0.1:6379 (default: RAY_ADDRESS, "
+        "a cluster started on this machine, else a new local one).",
+    ),
+]
 
 
 def _sweep(
@@ -124,14 +139,26 @@ def _sweep(
     workers: int | None,
     dry_run: bool,
     launcher: str,
+    ray_address: str | None,
 ) -> None:
     from fedbench.report import build_report
     from fedbench.runner.sweep import make_plan, plan_table_view, run_sweep
 
-    if launcher != "local":
-        raise FedbenchError(f"--launcher {launcher} is not available yet; use --launcher local")
+    if launcher not in ("local", "ray"):
+        raise FedbenchError(f"unknown --launcher {launcher!r}; use local or ray")
     if workers is not None and workers < 1:
         raise FedbenchError("--workers must be at least 1")
+    if launcher == "ray" and workers is not None:
+        raise FedbenchError(
+            "--workers is for the local launcher; on Ray set --set runtime.cpus_per_run=N "
+            "(and runtime.gpus_per_run) instead"
+        )
+    if launcher == "local" and ray_address is not None:
+        raise FedbenchError("--ray-address needs --launcher ray")
+    if launcher == "ray" and not dry_run:
+        from fedbench.runner.ray_launcher import import_ray
+
+        import_ray()  # the install hint before anything is planned or written
     rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     plan = make_plan(
         name,
@@ -150,7 +177,14 @@ def _sweep(
             highlight=False,
         )
         return
-    result = run_sweep(plan, out, workers=workers, console=console)
+    result = run_sweep(
+        plan,
+        out,
+        workers=workers,
+        console=console,
+        launcher="ray" if launcher == "ray" else "local",
+        ray_address=ray_address,
+    )
     report = build_report(result.folder, out / "runs")
     console.print(report.rich)
     console.print(f"report: {result.folder}", highlight=False, soft_wrap=True)
@@ -177,9 +211,10 @@ def run(
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
     launcher: LauncherOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/."""
-    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher, ray_address)
 
 
 @app.command()
@@ -195,9 +230,12 @@ def ablate(
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
     launcher: LauncherOption = "local",
+    ray_address: RayAddressOption = None,
 ) -> None:
     """The same as `run` for an ablation table."""
-    _sweep("ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+    _sweep(
+        "ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher, ray_address
+    )
 
 
 @app.command()

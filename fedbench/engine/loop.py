@@ -17,7 +17,7 @@ import fedbench
 from fedbench.algorithms.base import RoundInfo, State
 from fedbench.config import RunConfig
 from fedbench.data.partition import describe
-from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
+from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.client import run_client
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.progress import make_progress
@@ -345,20 +345,39 @@ class Engine:
             },
         }
         self.folder.write_summary(summary)
-        if self.folder.checkpoint.exists():
-            self.folder.checkpoint.unlink()
+        remove_checkpoint(self.folder.checkpoint)
         return summary
 
 
 def train(
-    cfg: RunConfig, out: Path, *, save_model: bool = False, console: Console | None = None
+    cfg: RunConfig,
+    out: Path,
+    *,
+    save_model: bool = False,
+    console: Console | None = None,
+    wait: bool = True,
 ) -> RunResult:
-    """Run (or resume, or skip if finished) the configured federation under out/runs/<run_id>/."""
+    """Run (or resume, or skip if finished) the configured federation under out/runs/<run_id>/.
+
+    The run folder's lock is held while training, so two processes given the same run train it
+    once: the second waits and then skips it (with `wait=False` it raises RunBusyError instead).
+    """
     folder = RunFolder.for_config(out, cfg)
     if folder.is_finished():
         return RunResult(folder.path, "skipped", folder.read_summary() or {})
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
+    with folder.lock(wait=wait):
+        if folder.is_finished():  # another process finished it while we waited
+            return RunResult(folder.path, "skipped", folder.read_summary() or {})
+        return _train_locked(setup, folder, save_model, console)
+
+
+def _train_locked(
+    setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
+) -> RunResult:
+    cfg = setup.cfg
     folder.create(cfg)
+    folder.start_attempt()
     write_json_atomic(
         folder.partition,
         describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),

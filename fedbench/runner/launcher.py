@@ -1,19 +1,30 @@
-"""The local launcher: a process pool that runs a plan's runs, one run per task.
+"""The local launcher: runs a plan's runs in worker processes, one process per run.
 
-Workers: one per GPU, else one per CPU core with one torch thread each (so that the workers do not
-oversubscribe the cores). Runs already finished in OUT are skipped by the engine, interrupted ones
-resume from their checkpoint; a failed or diverged run never stops the sweep. A run whose config
-the engine refuses before writing anything (a feature not implemented yet, e.g. `blocks: hessian`)
-is recorded as `unsupported` with the reason, and its cell says so in the report.
+Slots: `runtime.runs_per_gpu` per GPU (each process pinned to its GPU with CUDA_VISIBLE_DEVICES),
+else one per CPU core with one torch thread each (so that the workers do not oversubscribe the
+cores). A process per run, rather than a pool, means a worker killed by a signal or the OOM killer
+costs only its own run: the launcher sees the process die, and runs it again once (it resumes
+from its checkpoint) before recording it as failed. The same retry policy (`RunQueue`) drives the
+Ray launcher.
+
+Runs already finished in OUT are skipped by the engine, interrupted ones resume from their
+checkpoint; a failed or diverged run never stops the sweep. A run whose config the engine refuses
+before writing anything (a feature not implemented yet, e.g. `blocks: hessian`) is recorded as
+`unsupported` with the reason, and its cell says so in the report. A run that another process is
+training (its run folder is locked: a second sweep into the same OUT) is put back at the end of
+the queue and, when nothing else is left, waited for: every run is trained once.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections import deque
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_any
 from pathlib import Path
 from typing import Any
 
@@ -25,51 +36,62 @@ from fedbench.runner.table_config import Plan, PlannedRun
 #: Outcomes of one run in a sweep.
 OK_STATUSES = ("completed", "unsupported")
 
+#: A run is started at most this often (the first attempt and one retry) before it counts as
+#: failed: a second failure of a deterministic run is not worth a third.
+MAX_ATTEMPTS = 2
+
 
 @dataclass
 class Outcome:
     run_id: str
-    status: str  # completed | diverged | failed | unsupported
+    status: str  # completed | diverged | failed | unsupported (| busy, inside the launcher)
     error: str | None = None
     wall_s: float = 0.0
-    cached: bool = False  # finished by an earlier sweep
+    cached: bool = False  # finished by an earlier sweep, or by a concurrent one
     test_acc: float | None = None
+    attempts: int = 1  # how often this sweep started the run
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES of the worker that ran it
+    started: float = 0.0  # wall-clock time.time() when its worker started, and ended
+    ended: float = 0.0
 
 
-def default_workers() -> tuple[int, int, list[str]]:
-    """(workers, torch threads per worker, GPU ids to pin): one per GPU, else one per core."""
+def visible_gpus() -> list[str]:
+    """The GPU ids this machine shows torch."""
     import torch
 
-    if torch.cuda.is_available():
-        count = torch.cuda.device_count()
-        return count, max(1, (os.cpu_count() or 1) // count), [str(i) for i in range(count)]
-    return max(1, os.cpu_count() or 1), 1, []
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-_GPU_SLOTS: Any = None
+def local_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list[str | None]:
+    """One entry per concurrent run: the GPU it is pinned to, or None (CPU).
+
+    With GPUs: `runs_per_gpu` slots per GPU, filled GPU by GPU in turn (so that 3 workers on 2 GPUs
+    use both); `workers` caps the total. Without: `workers` slots (default one per core).
+    """
+    if gpus:
+        slots: list[str | None] = [g for _ in range(runs_per_gpu) for g in gpus]
+        return slots[:workers] if workers is not None else slots
+    return [None] * (workers or max(1, os.cpu_count() or 1))
 
 
-def _init_worker(threads: int, gpu_slots: Any) -> None:
-    if gpu_slots is not None:
-        # Pin this worker to one GPU before torch initialises CUDA.
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_slots.get()
-    import torch
+def run_one(cfg_data: dict[str, Any], out: str, wait: bool = True) -> Outcome:
+    """Train one run (in a worker): never raises, the outcome says what happened.
 
-    torch.set_num_threads(threads)
-
-
-def run_one(cfg_data: dict[str, Any], out: str) -> Outcome:
-    """Train one run (in a worker): never raises, the outcome says what happened."""
+    With `wait=False`, a run another process is training comes back at once as `busy`.
+    """
     from fedbench.config import parse_run_config
     from fedbench.engine import train
-    from fedbench.engine.run_folder import RunFolder
+    from fedbench.engine.run_folder import RunBusyError, RunFolder
     from fedbench.errors import FedbenchError
 
+    started = time.time()
     cfg = parse_run_config(cfg_data)
     run_id = cfg.run_id()
     t0 = time.perf_counter()
     try:
-        result = train(cfg, Path(out), console=None)
+        result = train(cfg, Path(out), console=None, wait=wait)
+    except RunBusyError:
+        return Outcome(run_id, "busy", started=started, ended=time.time())
     except FedbenchError as exc:
         summary = RunFolder.for_config(Path(out), cfg).read_summary()
         if summary is None:  # refused before anything was written
@@ -86,7 +108,45 @@ def run_one(cfg_data: dict[str, Any], out: str) -> Outcome:
         wall_s=time.perf_counter() - t0,
         cached=result.status == "skipped",
         test_acc=(summary.get("final") or {}).get("test_acc"),
+        gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        started=started,
+        ended=time.time(),
     )
+
+
+@dataclass
+class Task:
+    run: PlannedRun
+    attempt: int = 1
+    wait: bool = False  # block on the run's lock (only once nothing else is left to do)
+
+
+class RunQueue:
+    """What to start next, and what an outcome means: done, retry once, or wait for another
+    process that holds the run's lock. Shared by the local and the Ray launcher."""
+
+    def __init__(self, runs: list[PlannedRun]) -> None:
+        self.todo: deque[Task] = deque(Task(run) for run in runs)
+        self.outcomes: dict[str, Outcome] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.todo)
+
+    def pop(self) -> Task:
+        return self.todo.popleft()
+
+    def settle(self, task: Task, outcome: Outcome) -> str:
+        """Record `outcome` of `task`; returns done | retry | wait."""
+        if outcome.status == "busy":
+            # Busy runs go to the back: other runs first, then wait for the other process.
+            self.todo.append(Task(task.run, task.attempt, wait=True))
+            return "wait"
+        if outcome.status == "failed" and task.attempt < MAX_ATTEMPTS:
+            self.todo.append(Task(task.run, task.attempt + 1))
+            return "retry"
+        outcome.attempts = task.attempt
+        self.outcomes[task.run.run_id] = outcome
+        return "done"
 
 
 class SweepProgress:
@@ -95,6 +155,7 @@ class SweepProgress:
     def __init__(self, console: Console | None, total: int, workers: int, label: str) -> None:
         self.console, self.total, self.workers, self.label = console, total, workers, label
         self.done = self.failed = 0
+        self.running: int | None = None  # set by launchers that know; else estimated
         self.t0 = time.perf_counter()
         self.rich: Progress | None = None
         if console is not None and console.is_terminal:
@@ -111,8 +172,28 @@ class SweepProgress:
             self.task = self.rich.add_task(label, total=total, counts=self._counts())
 
     def _counts(self) -> str:
-        running = min(self.workers, self.total - self.done)
+        running = self.running
+        if running is None:
+            running = min(self.workers, self.total - self.done)
         return f"done {self.done}  running {running}  failed {self.failed}"
+
+    def set_running(self, running: int) -> None:
+        self.running = running
+        if self.rich is not None:
+            self.rich.update(self.task, counts=self._counts())
+
+    def retrying(self, run: PlannedRun, outcome: Outcome) -> None:
+        """A run failed (or its worker died) and starts again from its checkpoint."""
+        if self.console is None:
+            return
+        where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+        self.console.print(
+            f"{run.method} {where} seed {run.seed}: {outcome.status}: {outcome.error}; "
+            "retrying once from its checkpoint",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
     def update(self, run: PlannedRun, outcome: Outcome) -> None:
         self.done += 1
@@ -141,77 +222,146 @@ class SweepProgress:
             self.rich.stop()
 
 
+def unique_runs(plan: Plan) -> list[PlannedRun]:
+    """Each distinct run_id once, in plan order."""
+    unique: dict[str, PlannedRun] = {}
+    for run in plan.runs:
+        unique.setdefault(run.run_id, run)
+    return list(unique.values())
+
+
+def settle(queue: RunQueue, task: Task, outcome: Outcome, progress: SweepProgress) -> None:
+    """Record an outcome in the queue and show it (a retry, or a final line)."""
+    step = queue.settle(task, outcome)
+    if step == "retry":
+        progress.retrying(task.run, outcome)
+    elif step == "done":
+        progress.update(task.run, outcome)
+
+
 def launch(
     plan: Plan,
     out: Path,
     *,
     workers: int | None = None,
     console: Console | None = None,
+    gpus: list[str] | None = None,
 ) -> dict[str, Outcome]:
-    """Run every planned run (each distinct run_id once); return the outcome per run_id."""
-    unique: dict[str, PlannedRun] = {}
-    for run in plan.runs:
-        unique.setdefault(run.run_id, run)
-    auto_workers, threads, gpus = default_workers()
-    if workers is None:
-        workers = auto_workers
-    else:
-        threads = max(1, (os.cpu_count() or 1) // workers) if not gpus else threads
-    workers = max(1, min(workers, len(unique) or 1))
-    progress = SweepProgress(console, len(unique), workers, plan.name)
-    outcomes: dict[str, Outcome] = {}
+    """Run every planned run (each distinct run_id once); return the outcome per run_id.
+
+    `gpus` overrides the GPUs found on this machine (tests pack runs on a pretend GPU).
+    """
+    runs = unique_runs(plan)
+    gpus = visible_gpus() if gpus is None else gpus
+    runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in runs), default=1)
+    slots = local_slots(workers, runs_per_gpu, gpus)[: max(1, len(runs))]
+    threads = max(1, (os.cpu_count() or 1) // len(slots))
+    progress = SweepProgress(console, len(runs), len(slots), plan.name)
+    queue = RunQueue(runs)
     try:
-        if workers == 1:
-            for run_id, run in unique.items():
-                outcome = run_one(run.cfg.to_dict(), str(out))
-                outcomes[run_id] = outcome
-                progress.update(run, outcome)
+        if len(slots) == 1 and slots[0] is None:
+            # One CPU worker: in this process (no start-up cost; a kill ends the sweep, and the
+            # next sweep resumes it).
+            while queue:
+                task = queue.pop()
+                outcome = run_one(task.run.cfg.to_dict(), str(out), wait=task.wait)
+                settle(queue, task, outcome, progress)
         else:
-            outcomes = _launch_pool(unique, out, workers, threads, gpus, progress)
+            _launch_processes(queue, out, slots, threads, progress)
     finally:
         progress.close()
-    return outcomes
+    return queue.outcomes
 
 
-def _launch_pool(
-    unique: dict[str, PlannedRun],
-    out: Path,
-    workers: int,
-    threads: int,
-    gpus: list[str],
-    progress: SweepProgress,
-) -> dict[str, Outcome]:
+@dataclass
+class _Worker:
+    process: Any  # multiprocessing's SpawnProcess
+    conn: Connection
+    task: Task
+    slot: int
+
+
+def _launch_processes(
+    queue: RunQueue, out: Path, slots: list[str | None], threads: int, progress: SweepProgress
+) -> None:
     # spawn: a forked child of a process that loaded torch can deadlock in its thread pools.
     context = multiprocessing.get_context("spawn")
-    slots = None
-    if gpus:
-        slots = context.Manager().Queue()
-        for i in range(workers):
-            slots.put(gpus[i % len(gpus)])
-    outcomes: dict[str, Outcome] = {}
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(threads, slots),
-    ) as pool:
-        futures: dict[Future[Outcome], PlannedRun] = {
-            pool.submit(run_one, run.cfg.to_dict(), str(out)): run for run in unique.values()
-        }
-        pending = set(futures)
-        try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    run = futures[future]
-                    try:
-                        outcome = future.result()
-                    except Exception as exc:  # the worker process itself died
-                        outcome = Outcome(run.run_id, "failed", f"{type(exc).__name__}: {exc}")
-                    outcomes[run.run_id] = outcome
-                    progress.update(run, outcome)
-        except KeyboardInterrupt:
-            for future in pending:
-                future.cancel()
-            raise
-    return outcomes
+    free = list(range(len(slots)))
+    workers: dict[int, _Worker] = {}  # by process sentinel
+    try:
+        while queue or workers:
+            while queue and free:
+                task, slot = queue.pop(), free.pop(0)
+                receive, send = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_worker_main,
+                    args=(task.run.cfg.to_dict(), str(out), task.wait, threads, slots[slot], send),
+                    name=f"fedbench-{task.run.run_id}",
+                    daemon=True,
+                )
+                process.start()
+                send.close()  # the child holds the only write end: EOF when it dies
+                workers[process.sentinel] = _Worker(process, receive, task, slot)
+            progress.set_running(len(workers))
+            for sentinel in wait_any(list(workers)):
+                worker = workers.pop(sentinel)  # type: ignore[call-overload]
+                worker.process.join()
+                free.append(worker.slot)
+                settle(queue, worker.task, _receive(worker), progress)
+    except BaseException:  # Ctrl-C or a crash of the driver: leave no orphan training
+        for worker in workers.values():
+            worker.process.terminate()
+        for worker in workers.values():
+            worker.process.join(timeout=10)
+        raise
+
+
+def _receive(worker: _Worker) -> Outcome:
+    """The outcome a worker sent, or `failed` with the signal that killed it."""
+    try:
+        if worker.conn.poll():
+            return worker.conn.recv()
+    except (EOFError, OSError):
+        pass
+    finally:
+        worker.conn.close()
+    code = worker.process.exitcode
+    how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+    return Outcome(worker.task.run.run_id, "failed", f"worker process died ({how})")
+
+
+def _worker_main(
+    cfg_data: dict[str, Any],
+    out: str,
+    wait: bool,
+    threads: int,
+    gpu: str | None,
+    conn: Connection,
+) -> None:
+    """A worker process: one run, its outcome sent back through `conn`."""
+    started = time.time()
+    _die_with_parent()
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before torch initialises CUDA
+    import torch
+
+    torch.set_num_threads(threads)
+    outcome = run_one(cfg_data, out, wait=wait)
+    outcome.started = started
+    conn.send(outcome)
+    conn.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the launcher dies, so a killed sweep leaves no orphans
+    training (and holding run locks) behind. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
