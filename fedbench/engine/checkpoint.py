@@ -81,7 +81,7 @@ def _problem(path: Path) -> str | None:
         return f"its checksum file {checksum_path(path).name} is unreadable"
     size = path.stat().st_size
     if size != expected.get("bytes"):
-        return f"it has {size} bytes, {expected.get('bytes')} were written"
+        return f"it has {size} bytes where {expected.get('bytes')} were written"
     if file_sha256(path) != expected.get("sha256"):
         return "its SHA-256 does not match the one recorded when it was written"
     return None

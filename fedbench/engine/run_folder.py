@@ -59,10 +59,10 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def safe_name(label: str) -> str:
     """`label` as one file-name component that cannot leave its parent folder.
 
-    Anything but letters, digits and `._+=-` becomes `-`, and leading/trailing dots and dashes go,
+    Anything but letters, digits and `._-` becomes `-`, and leading/trailing dots and dashes go,
     so "../x" is "x", "a/b" is "a-b" and "" or ".." is "unnamed".
     """
-    name = re.sub(r"[^A-Za-z0-9._+=-]+", "-", label).strip(".-")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip(".-")
     return name or "unnamed"
 
 

@@ -1,11 +1,11 @@
-"""The local launcher: runs a plan's runs in worker processes, one process per run.
+"""The local launcher: runs a plan's runs in worker processes on this machine.
 
-Slots: `runtime.runs_per_gpu` per GPU (each process pinned to its GPU with CUDA_VISIBLE_DEVICES),
-else one per CPU core with one torch thread each (so that the workers do not oversubscribe the
-cores). A process per run, rather than a pool, means a worker killed by a signal or the OOM killer
-costs only its own run: the launcher sees the process die, and runs it again once (it resumes
-from its checkpoint) before recording it as failed. The same retry policy (`RunQueue`) drives the
-Ray launcher.
+Slots: `runtime.runs_per_gpu` worker processes per GPU (each pinned to its GPU with
+CUDA_VISIBLE_DEVICES), else one per CPU core with one torch thread each (so that the workers do
+not oversubscribe the cores). The launcher watches every worker: one that dies (a SIGKILL, the OOM
+killer, a segfault) costs only the run it was training, which is retried once on a fresh worker
+(resuming from its checkpoint) before it is recorded as failed; a run that failed with an error is
+retried once the same way. The same policy (`RunQueue`) drives the Ray launcher.
 
 Runs already finished in OUT are skipped by the engine, interrupted ones resume from their
 checkpoint; a failed or diverged run never stops the sweep. A run whose config the engine refuses
@@ -17,6 +17,7 @@ the queue and, when nothing else is left, waited for: every run is trained once.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -51,8 +52,7 @@ class Outcome:
     test_acc: float | None = None
     attempts: int = 1  # how often this sweep started the run
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of the worker that ran it
-    started: float = 0.0  # wall-clock time.time() when its worker started, and ended
-    ended: float = 0.0
+    node: str | None = None  # the Ray node that ran it (the first 8 hex digits of its id)
 
 
 def visible_gpus() -> list[str]:
@@ -84,14 +84,13 @@ def run_one(cfg_data: dict[str, Any], out: str, wait: bool = True) -> Outcome:
     from fedbench.engine.run_folder import RunBusyError, RunFolder
     from fedbench.errors import FedbenchError
 
-    started = time.time()
     cfg = parse_run_config(cfg_data)
     run_id = cfg.run_id()
     t0 = time.perf_counter()
     try:
         result = train(cfg, Path(out), console=None, wait=wait)
     except RunBusyError:
-        return Outcome(run_id, "busy", started=started, ended=time.time())
+        return Outcome(run_id, "busy")
     except FedbenchError as exc:
         summary = RunFolder.for_config(Path(out), cfg).read_summary()
         if summary is None:  # refused before anything was written
@@ -109,8 +108,6 @@ def run_one(cfg_data: dict[str, Any], out: str, wait: bool = True) -> Outcome:
         cached=result.status == "skipped",
         test_acc=(summary.get("final") or {}).get("test_acc"),
         gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
-        started=started,
-        ended=time.time(),
     )
 
 
@@ -208,6 +205,7 @@ class SweepProgress:
         where = " ".join(f"{k}={v}" for k, v in run.setting.items())
         acc = f" test_acc {outcome.test_acc:.2f}" if outcome.test_acc is not None else ""
         note = " (already done)" if outcome.cached else ""
+        note += f" on node {outcome.node}" if outcome.node else ""
         reason = f": {outcome.error}" if outcome.status != "completed" and outcome.error else ""
         self.console.print(
             f"[{self.done}/{self.total}] {run.method} {where} seed {run.seed}: "
@@ -277,8 +275,16 @@ def launch(
 class _Worker:
     process: Any  # multiprocessing's SpawnProcess
     conn: Connection
-    task: Task
-    slot: int
+    gpu: str | None
+    task: Task | None = None  # the run it is training now
+
+
+def _start_worker(context: Any, threads: int, gpu: str | None) -> _Worker:
+    conn, child_conn = context.Pipe()
+    process = context.Process(target=_worker_main, args=(threads, gpu, child_conn), daemon=True)
+    process.start()
+    child_conn.close()  # the child holds the only other end: EOF when it dies
+    return _Worker(process, conn, gpu)
 
 
 def _launch_processes(
@@ -286,70 +292,68 @@ def _launch_processes(
 ) -> None:
     # spawn: a forked child of a process that loaded torch can deadlock in its thread pools.
     context = multiprocessing.get_context("spawn")
-    free = list(range(len(slots)))
-    workers: dict[int, _Worker] = {}  # by process sentinel
+    workers = [_start_worker(context, threads, gpu) for gpu in slots]
     try:
-        while queue or workers:
-            while queue and free:
-                task, slot = queue.pop(), free.pop(0)
-                receive, send = context.Pipe(duplex=False)
-                process = context.Process(
-                    target=_worker_main,
-                    args=(task.run.cfg.to_dict(), str(out), task.wait, threads, slots[slot], send),
-                    name=f"fedbench-{task.run.run_id}",
-                    daemon=True,
-                )
-                process.start()
-                send.close()  # the child holds the only write end: EOF when it dies
-                workers[process.sentinel] = _Worker(process, receive, task, slot)
-            progress.set_running(len(workers))
-            for sentinel in wait_any(list(workers)):
-                worker = workers.pop(sentinel)  # type: ignore[call-overload]
-                worker.process.join()
-                free.append(worker.slot)
-                settle(queue, worker.task, _receive(worker), progress)
+        while True:
+            for i, worker in enumerate(workers):
+                if worker.task is None and queue:
+                    if not worker.process.is_alive():  # replace a worker that was killed
+                        workers[i] = worker = _start_worker(context, threads, worker.gpu)
+                    worker.task = queue.pop()
+                    worker.conn.send((worker.task.run.cfg.to_dict(), str(out), worker.task.wait))
+            busy = [w for w in workers if w.task is not None]
+            if not busy:
+                break
+            progress.set_running(len(busy))
+            ready = wait_any([w.conn for w in busy] + [w.process.sentinel for w in busy])
+            for worker in busy:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    task, worker.task = worker.task, None
+                    settle(queue, task, _receive(worker, task), progress)
     except BaseException:  # Ctrl-C or a crash of the driver: leave no orphan training
-        for worker in workers.values():
+        for worker in workers:
             worker.process.terminate()
-        for worker in workers.values():
-            worker.process.join(timeout=10)
         raise
+    finally:
+        for worker in workers:
+            if worker.process.is_alive():
+                with contextlib.suppress(OSError):
+                    worker.conn.send(None)  # done: exit
+            worker.process.join(timeout=30)
+            worker.conn.close()
 
 
-def _receive(worker: _Worker) -> Outcome:
+def _receive(worker: _Worker, task: Task) -> Outcome:
     """The outcome a worker sent, or `failed` with the signal that killed it."""
     try:
-        if worker.conn.poll():
-            return worker.conn.recv()
+        return worker.conn.recv()
     except (EOFError, OSError):
         pass
-    finally:
-        worker.conn.close()
+    worker.process.join(timeout=10)
     code = worker.process.exitcode
     how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
-    return Outcome(worker.task.run.run_id, "failed", f"worker process died ({how})")
+    return Outcome(task.run.run_id, "failed", f"worker process died ({how})")
 
 
-def _worker_main(
-    cfg_data: dict[str, Any],
-    out: str,
-    wait: bool,
-    threads: int,
-    gpu: str | None,
-    conn: Connection,
-) -> None:
-    """A worker process: one run, its outcome sent back through `conn`."""
-    started = time.time()
+def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
+    """A worker process: runs (config, out, wait) messages one by one until None."""
     _die_with_parent()
+    # Ctrl-C reaches the whole process group: the launcher decides, and terminates the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before torch initialises CUDA
     import torch
 
     torch.set_num_threads(threads)
-    outcome = run_one(cfg_data, out, wait=wait)
-    outcome.started = started
-    conn.send(outcome)
-    conn.close()
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        cfg_data, out, wait = message
+        conn.send(run_one(cfg_data, out, wait=wait))
 
 
 def _die_with_parent() -> None:

@@ -44,10 +44,13 @@ def import_ray() -> Any:
 
 def _run_task(cfg_data: dict[str, Any], out: str, wait: bool, threads: int) -> Outcome:
     """The body of one Ray task (in a Ray worker process)."""
+    import ray
     import torch
 
     torch.set_num_threads(threads)
-    return run_one(cfg_data, out, wait=wait)
+    outcome = run_one(cfg_data, out, wait=wait)
+    outcome.node = ray.get_runtime_context().get_node_id()[:8]
+    return outcome
 
 
 def _probe_task(path: str, token: str) -> str | None:

@@ -83,7 +83,8 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(launcher, "run_one", fake_run_one)
     result = run_sweep(plan, tmp_path, workers=1)
-    assert len(calls) == len(plan.runs) == 4
+    # The failing runs are retried once (and fail again): 2 x 2 + 2 calls.
+    assert len(plan.runs) == 4 and sorted(calls) == [0, 0, 0, 0, 1, 1]
     assert result.exit_code == 1
     assert [o.error for _, o in result.problems] == ["RuntimeError: boom"] * 2
     statuses = [r["status"] for r in json.loads((result.folder / "plan.json").read_text())["runs"]]
