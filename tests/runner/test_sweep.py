@@ -74,7 +74,7 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path: Path, monkeypatch: pytes
     plan = tiny_plan()
     calls = []
 
-    def fake_run_one(cfg_data, out):
+    def fake_run_one(cfg_data, out, wait=True):
         calls.append(cfg_data["seed"])
         run_id = expand.__globals__["parse_run_config"](cfg_data).run_id()
         if cfg_data["seed"] == 0:
