@@ -89,3 +89,14 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path: Path, monkeypatch: pytes
     assert [o.error for _, o in result.problems] == ["RuntimeError: boom"] * 2
     statuses = [r["status"] for r in json.loads((result.folder / "plan.json").read_text())["runs"]]
     assert statuses.count("failed") == 2
+
+
+def test_a_table_name_cannot_escape_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    plan = tiny_plan(table="../escaped")
+    monkeypatch.setattr(
+        launcher, "run_one", lambda cfg_data, out, wait=True: Outcome("x", "completed")
+    )
+    out = tmp_path / "out"
+    result = run_sweep(plan, out, workers=1)
+    assert result.folder == out / "escaped" and (out / "escaped" / "plan.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
