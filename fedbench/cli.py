@@ -115,7 +115,7 @@ LauncherOption = Annotated[
     typer.Option(
         "--launcher",
         help="local (worker processes on this machine) | ray (Ray tasks over a cluster's GPUs "
-        "and nodes; pip install 'fedbench[ray]').",
+        "and nodes; needs Ray, the `ray` extra of fedbench).",
     ),
 ]
 RayAddressOption = Annotated[
