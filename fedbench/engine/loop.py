@@ -154,7 +154,7 @@ class Engine:
         s, cfg = self.setup, self.cfg
         clients = s.schedule[r]
         info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
-        results = RoundResults(diagnostics)
+        results = RoundResults(diagnostics, keep_uploads=s.algorithm.uses_client_uploads)
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
@@ -195,6 +195,7 @@ class Engine:
             float(s.client_sizes[client]) if weighted else 1.0,
             buffers=buffers,
             v_block_means=s.algorithm.v_block_means(local) if results.diagnostics else None,
+            client=client,
         )
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
@@ -231,6 +232,11 @@ class Engine:
                         and abs(row["train_loss"]) < float("inf")
                     ):
                         raise DivergedError(f"non-finite training loss in round {done}")
+                stop = self.folder.stop_requested() if evaluated else None
+                if stop is not None:
+                    progress.advance(done, row)
+                    status, error = "stopped", stop
+                    break
                 if (
                     cfg.runtime.checkpoint_every
                     and done % cfg.runtime.checkpoint_every == 0
@@ -267,6 +273,7 @@ class Engine:
             "comm_down": s.algorithm.comm_down(),
             "clients_per_round": len(s.schedule[0]),
             "participation_counts": participation_counts(s.schedule, s.num_clients),
+            "eval_split": "validation" if cfg.data.val_fraction else "test",
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,

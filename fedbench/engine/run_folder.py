@@ -28,13 +28,15 @@ import yaml
 
 from fedbench.config import RunConfig
 
-#: Final statuses: a run with one of these is not run again.
-FINAL_STATUSES = ("completed", "diverged")
+#: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
+#: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
+FINAL_STATUSES = ("completed", "diverged", "stopped")
 
 #: What `run_status` reports, grouped as `fedbench runs` shows them.
 STATUS_GROUPS = {
     "completed": "finished",
     "diverged": "finished",
+    "stopped": "finished",
     "running": "running",
     "failed": "failed",
     "interrupted": "pending",  # started, not running now: the next sweep resumes it
@@ -89,6 +91,7 @@ class RunFolder:
         self.model = path / "model.pt"
         self.lock_file = path / "lock"
         self.attempt = path / "attempt.json"
+        self.stop = path / "STOP"
 
     @classmethod
     def for_config(cls, out: Path, cfg: RunConfig) -> RunFolder:
@@ -127,6 +130,16 @@ class RunFolder:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the run training in this folder to end after its next evaluation (status
+        `stopped`); any process that sees the folder can ask, e.g. a tuner pruning a trial."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.stop.write_text(reason + "\n")
+
+    def stop_requested(self) -> str | None:
+        """The reason of a pending stop request, or None."""
+        return self.stop.read_text().strip() or "stop requested" if self.stop.is_file() else None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary, summary)
@@ -204,7 +217,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 class RunStatus:
     """What a run folder says about its run, read from the folder alone (nothing in memory)."""
 
-    state: str  # completed | diverged | running | failed | interrupted | pending
+    state: str  # completed | diverged | stopped | running | failed | interrupted | pending
     round: int | None = None  # the last evaluated round in metrics.jsonl
     rounds: int | None = None  # fl.rounds of its config
     attempts: int = 0  # times a process started training it (a resume is an attempt)

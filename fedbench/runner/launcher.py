@@ -294,16 +294,7 @@ def _launch_processes(
     context = multiprocessing.get_context("spawn")
     workers = [_start_worker(context, threads, gpu) for gpu in slots]
     try:
-        while True:
-            for i, worker in enumerate(workers):
-                if worker.task is None and queue:
-                    if not worker.process.is_alive():  # replace a worker that was killed
-                        workers[i] = worker = _start_worker(context, threads, worker.gpu)
-                    worker.task = queue.pop()
-                    worker.conn.send((worker.task.run.cfg.to_dict(), str(out), worker.task.wait))
-            busy = [w for w in workers if w.task is not None]
-            if not busy:
-                break
+        while busy := _assign(queue, workers, out, context, threads):
             progress.set_running(len(busy))
             ready = wait_any([w.conn for w in busy] + [w.process.sentinel for w in busy])
             for worker in busy:
@@ -315,12 +306,29 @@ def _launch_processes(
             worker.process.terminate()
         raise
     finally:
-        for worker in workers:
-            if worker.process.is_alive():
-                with contextlib.suppress(OSError):
-                    worker.conn.send(None)  # done: exit
-            worker.process.join(timeout=30)
-            worker.conn.close()
+        _stop_workers(workers)
+
+
+def _assign(
+    queue: RunQueue, workers: list[_Worker], out: Path, context: Any, threads: int
+) -> list[_Worker]:
+    """Give each idle worker the next run (replacing workers that died); return the busy ones."""
+    for i, worker in enumerate(workers):
+        if worker.task is None and queue:
+            if not worker.process.is_alive():  # replace a worker that was killed
+                workers[i] = worker = _start_worker(context, threads, worker.gpu)
+            worker.task = queue.pop()
+            worker.conn.send((worker.task.run.cfg.to_dict(), str(out), worker.task.wait))
+    return [w for w in workers if w.task is not None]
+
+
+def _stop_workers(workers: list[_Worker]) -> None:
+    for worker in workers:
+        if worker.process.is_alive():
+            with contextlib.suppress(OSError):
+                worker.conn.send(None)  # done: exit
+        worker.process.join(timeout=30)
+        worker.conn.close()
 
 
 def _receive(worker: _Worker, task: Task) -> Outcome:

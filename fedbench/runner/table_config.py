@@ -4,8 +4,12 @@ A table is rows (`methods`: label -> nested overrides) x columns (the cartesian 
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
 overriding the previous ones (the precedence is public and tested):
 
-    base  <  method overrides  <  grid value (and the seed)  <  preset  <  preset's row
-    overrides  <  --set
+    base  <  method overrides  <  grid value (and the seed)  <  column overrides  <  preset
+    <  preset's row overrides  <  --set
+
+`column_overrides: {grid key: {grid value: {dotted key: value}}}` sets other fields for the
+columns that hold a given grid value, e.g. the DP-FedAdamW paper's delta 1e-6 for Tiny-ImageNet
+(`{data.name: {tinyimagenet: {privacy.delta: 1.0e-6}}}`) while the other datasets keep the base's.
 
 A preset may hold `methods: {row label: {dotted key: value}}`: overrides for one row only, e.g.
 a learning rate suited to the quick preset's small data for the Adam-family rows.
@@ -66,9 +70,13 @@ class PaperRef(Strict):
 class TableConfig(Strict):
     table: str
     title: str = ""
+    #: Printed under the table in every report (e.g. why our numbers differ from the paper's).
+    note: str = ""
     paper: PaperRef | None = None
     base: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    #: grid key -> {grid value: {dotted key: value}}: per-column settings (module docstring).
+    column_overrides: dict[str, dict[Any, dict[str, Any]]] = Field(default_factory=dict)
     methods: dict[str, dict[str, Any]]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
@@ -96,7 +104,26 @@ class TableConfig(Strict):
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid key {key!r} has no values")
+        for key, by_value in self.column_overrides.items():
+            if key not in self.grid:
+                raise ValueError(
+                    f"column_overrides key {key!r} is not a grid key; grid keys: "
+                    f"{', '.join(self.grid) or 'none'}"
+                )
+            unknown = [v for v in by_value if v not in self.grid[key]]
+            if unknown:
+                raise ValueError(
+                    f"column_overrides.{key}: {unknown[0]!r} is not one of the grid's values "
+                    f"{self.grid[key]}"
+                )
         return self
+
+    def column_items(self, setting: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The dotted-key overrides of one column (`column_overrides`), in the order written."""
+        items: list[tuple[str, Any]] = []
+        for key, by_value in self.column_overrides.items():
+            items.extend((by_value.get(setting[key]) or {}).items())
+        return items
 
     def settings(self) -> list[dict[str, Any]]:
         """The columns: every combination of grid values, in the order written."""
@@ -129,17 +156,29 @@ class PlannedRun:
         )
 
 
+def column_key(setting: dict[str, Any]) -> str:
+    """A column's name as tuned.yaml and reports write it: `k=v, k=v` ("-" without a grid)."""
+    return ", ".join(f"{k}={v}" for k, v in setting.items()) or "-"
+
+
+#: Per-cell overrides chosen by `fedbench tune`: row label -> column key -> {dotted key: value}.
+Tuned = dict[str, dict[str, dict[str, Any]]]
+
+
 @dataclass
 class Plan:
     table: TableConfig
     preset: str | None
     runs: list[PlannedRun]
     overrides: list[str]
+    #: The overrides of `--tuned` (empty when the table's own hyperparameters run).
+    tuned: Tuned = field(default_factory=dict)
 
     @property
     def name(self) -> str:
-        """The table folder's name: <table>[-<preset>]."""
-        return f"{self.table.table}-{self.preset}" if self.preset else self.table.table
+        """The table folder's name: <table>[-<preset>][-tuned]."""
+        name = f"{self.table.table}-{self.preset}" if self.preset else self.table.table
+        return f"{name}-tuned" if self.tuned else name
 
     def client_steps(self) -> int:
         return sum(run.client_steps() for run in self.runs)
@@ -311,8 +350,11 @@ def expand(
     seeds: int | None = None,
     methods: list[str] | None = None,
     overrides: list[str] | None = None,
+    tuned: Tuned | None = None,
 ) -> Plan:
-    """rows x columns x seeds -> validated run configs (an invalid cell is a one-line error)."""
+    """rows x columns x seeds -> validated run configs (an invalid cell is a one-line error).
+    `tuned` (from `fedbench tune`) overrides single cells after the preset, before --set."""
+    tuned = tuned or {}
     preset_items = _preset_items(table, preset)
     overrides = list(overrides or [])
     for item in overrides:
@@ -327,8 +369,12 @@ def expand(
                 for key, value in setting.items():
                     set_path(data, key.split("."), copy.deepcopy(value))
                 data["seed"] = seed
+                for key, value in table.column_items(setting):
+                    set_path(data, key.split("."), copy.deepcopy(value))
                 _apply_preset(data, preset_items, setting)
                 _apply_preset(data, row_items, setting)
+                for key, value in tuned.get(method, {}).get(column_key(setting), {}).items():
+                    set_path(data, key.split("."), copy.deepcopy(value))
                 data = apply_overrides(data, overrides)
                 try:
                     cfg = parse_run_config(data)
@@ -337,4 +383,4 @@ def expand(
                     cell = f"row {method!r}" + (f" column {where}" if where else "")
                     raise FedbenchError(f"{table.table} {cell}: {exc}") from None
                 runs.append(PlannedRun(method, dict(setting), seed, cfg))
-    return Plan(table, preset, runs, overrides)
+    return Plan(table, preset, runs, overrides, tuned)
