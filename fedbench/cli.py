@@ -228,7 +228,22 @@ WritePlanOption = Annotated[
         help="Write the plan (every run's id, cell and resolved config) as JSON to this file.",
     ),
 ]
-LauncherOption = Annotated[str, typer.Option("--launcher", help="local (ray: not available yet).")]
+LauncherOption = Annotated[
+    str,
+    typer.Option(
+        "--launcher",
+        help="local (worker processes on this machine) | ray (Ray tasks over a cluster's GPUs "
+        "and nodes; needs Ray, the `ray` extra of fedbench).",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="Ray cluster to use with --launcher ray, e.g. 10.0.0.1:6379 (default: RAY_ADDRESS, "
+        "a cluster started on this machine, else a new local one).",
+    ),
+]
 TunedOption = Annotated[
     Path | None,
     typer.Option(
@@ -237,6 +252,27 @@ TunedOption = Annotated[
         "(report in OUT/<table>[-<preset>]-tuned/).",
     ),
 ]
+
+
+def _check_launcher(
+    launcher: str, workers: int | None, ray_address: str | None, dry_run: bool
+) -> None:
+    """The launcher options of run/ablate, checked before anything is planned or written."""
+    if launcher not in ("local", "ray"):
+        raise FedbenchError(f"unknown --launcher {launcher!r}; use local or ray")
+    if workers is not None and workers < 1:
+        raise FedbenchError("--workers must be at least 1")
+    if launcher == "ray" and workers is not None:
+        raise FedbenchError(
+            "--workers is for the local launcher; on Ray set --set runtime.cpus_per_run=N "
+            "(and runtime.gpus_per_run) instead"
+        )
+    if launcher == "local" and ray_address is not None:
+        raise FedbenchError("--ray-address needs --launcher ray")
+    if launcher == "ray" and not dry_run:
+        from fedbench.runner.ray_launcher import import_ray
+
+        import_ray()  # the install hint
 
 
 def _sweep(
@@ -250,6 +286,7 @@ def _sweep(
     workers: int | None,
     dry_run: bool,
     launcher: str,
+    ray_address: str | None = None,
     plan_file: Path | None = None,
     tuned_file: Path | None = None,
 ) -> None:
@@ -264,10 +301,7 @@ def _sweep(
     from fedbench.runner.table_config import load_table
     from fedbench.runner.tune import load_tuned
 
-    if launcher != "local":
-        raise FedbenchError(f"--launcher {launcher} is not available yet; use --launcher local")
-    if workers is not None and workers < 1:
-        raise FedbenchError("--workers must be at least 1")
+    _check_launcher(launcher, workers, ray_address, dry_run)
     rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     table_kind = "ablation" if kind == "ablate" else "table"
     tuned = load_tuned(tuned_file, load_table(name, table_kind)) if tuned_file else None
@@ -296,7 +330,14 @@ def _sweep(
         )
         return
     try:
-        result = run_sweep(plan, out, workers=workers, console=console)
+        result = run_sweep(
+            plan,
+            out,
+            workers=workers,
+            console=console,
+            launcher="ray" if launcher == "ray" else "local",
+            ray_address=ray_address,
+        )
     except KeyboardInterrupt:
         from fedbench.engine.run_folder import RunFolder
 
@@ -334,6 +375,7 @@ def run(
     dry_run: DryRunOption = False,
     write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
+    ray_address: RayAddressOption = None,
     tuned: TunedOption = None,
 ) -> None:
     """Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/."""
@@ -348,6 +390,7 @@ def run(
         workers,
         dry_run,
         launcher,
+        ray_address=ray_address,
         plan_file=write_plan,
         tuned_file=tuned,
     )
@@ -367,6 +410,7 @@ def ablate(
     dry_run: DryRunOption = False,
     write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
+    ray_address: RayAddressOption = None,
     tuned: TunedOption = None,
 ) -> None:
     """The same as `run` for an ablation table."""
@@ -381,6 +425,7 @@ def ablate(
         workers,
         dry_run,
         launcher,
+        ray_address=ray_address,
         plan_file=write_plan,
         tuned_file=tuned,
     )

@@ -116,11 +116,19 @@ class RuntimeConfig(Strict):
     engine: Literal["sequential", "vectorized"] = "sequential"
     checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")
     workers: int | None = Field(default=None, ge=1)
+    #: The local launcher runs this many runs at once on each GPU (small models leave most of a
+    #: GPU idle); without a GPU it has no effect (one run per CPU core).
+    runs_per_gpu: int = Field(default=1, ge=1)
+    #: Resources of one run as a Ray task (`--launcher ray`). gpus_per_run null: 1/runs_per_gpu
+    #: when the cluster has GPUs, else 0; fractions pack several runs on one GPU.
+    gpus_per_run: float | None = Field(default=None, ge=0)
+    cpus_per_run: float = Field(default=1.0, gt=0)
     #: Where the per-client state store (e.g. SCAFFOLD's c_i for all N clients) lives between
     #: rounds: auto = cpu when the model is on a GPU (N model-sized states rarely fit beside it).
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
     #: Clients trained together by the vectorised engine (peak memory grows linearly with it):
     #: auto = as many as fit in half the free device memory, from an estimate per client.
+    #: (The bound sits on the int alone: pydantic cannot compare "auto" with 1.)
     client_chunk: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
     #: where the run allows it, off on the CPU.
@@ -185,6 +193,9 @@ class RunConfig(Strict):
             "client_chunk",
             "cuda_graphs",
             "loggers",
+            "runs_per_gpu",
+            "gpus_per_run",
+            "cpus_per_run",
         ):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]

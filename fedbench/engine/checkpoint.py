@@ -1,23 +1,115 @@
-"""Atomic checkpoints (temp file, then rename) that load with torch.load(weights_only=True)."""
+"""Checkpoints that are atomic, checksummed, and load with torch.load(weights_only=True).
+
+`checkpoint.pt` is written to a temp file and renamed, so a crash never leaves half a file under
+the real name; its SHA-256 (computed while writing, so the tensors are not read twice) goes to
+`checkpoint.json` beside it. A checkpoint whose bytes do not match, whose checksum file is
+missing, or that torch cannot read (a truncated copy, a bit flip, a disk that filled up) is set
+aside as `checkpoint.pt.corrupt` with a warning, and the run restarts from round 0 instead of
+crashing or resuming from garbage.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
+
+from fedbench.engine.run_folder import write_json_atomic
+
+log = logging.getLogger("fedbench")
+
+_CHUNK = 1 << 20
+
+
+class _HashingWriter:
+    """A write-only file wrapper that hashes what torch.save writes through it."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self.fh.write(data)
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_suffix(".json")
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    with open(tmp, "rb") as fh:
+    with open(tmp, "wb") as fh:
+        writer = _HashingWriter(fh)
+        torch.save(state, writer)
+        fh.flush()
         os.fsync(fh.fileno())
+    # The data first, then its checksum: a crash between the two renames leaves a pair that does
+    # not match, which loads as "corrupt" (a restart), never as a wrong resume.
     os.replace(tmp, path)
+    write_json_atomic(
+        checksum_path(path),
+        {"sha256": writer.sha256.hexdigest(), "bytes": writer.size, "round": state.get("round")},
+    )
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _problem(path: Path) -> str | None:
+    """Why the checkpoint at `path` cannot be trusted, or None when its checksum matches."""
+    try:
+        expected = json.loads(checksum_path(path).read_text())
+    except FileNotFoundError:
+        return f"its checksum file {checksum_path(path).name} is missing"
+    except json.JSONDecodeError:
+        return f"its checksum file {checksum_path(path).name} is unreadable"
+    size = path.stat().st_size
+    if size != expected.get("bytes"):
+        return f"it has {size} bytes where {expected.get('bytes')} were written"
+    if file_sha256(path) != expected.get("sha256"):
+        return "its SHA-256 does not match the one recorded when it was written"
+    return None
 
 
 def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any] | None:
+    """The checkpoint's state, or None when there is none or it is corrupt (then with a warning)."""
     if not path.is_file():
         return None
-    return torch.load(path, map_location=device, weights_only=True)
+    problem = _problem(path)
+    if problem is None:
+        try:
+            return torch.load(path, map_location=device, weights_only=True)
+        except Exception as exc:  # a matching checksum over bytes torch cannot read
+            problem = f"torch cannot read it ({type(exc).__name__}: {exc})"
+    aside = path.with_name(path.name + ".corrupt")
+    os.replace(path, aside)
+    checksum_path(path).unlink(missing_ok=True)
+    log.warning(
+        "warning: checkpoint %s is corrupt (%s); moved it to %s and restarting the run from round 0",
+        path,
+        problem,
+        aside.name,
+    )
+    return None
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a checkpoint and its checksum file (the run finished)."""
+    path.unlink(missing_ok=True)
+    checksum_path(path).unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from fedbench.engine.accelerate import (
     use_channels_last,
 )
 from fedbench.engine.aggregation import RoundResults, finish_round
-from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
+from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.client_state import to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
@@ -315,6 +315,5 @@ class Engine:
             },
         }
         self.folder.write_summary(summary)
-        if self.folder.checkpoint.exists():
-            self.folder.checkpoint.unlink()
+        remove_checkpoint(self.folder.checkpoint)
         return summary

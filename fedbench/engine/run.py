@@ -42,15 +42,35 @@ def select_engine(setup: RunSetup, folder: RunFolder, console: Console | None) -
 
 
 def train(
-    cfg: RunConfig, out: Path, *, save_model: bool = False, console: Console | None = None
+    cfg: RunConfig,
+    out: Path,
+    *,
+    save_model: bool = False,
+    console: Console | None = None,
+    wait: bool = True,
 ) -> RunResult:
-    """Run (or resume, or skip if finished) the configured federation under out/runs/<run_id>/."""
+    """Run (or resume, or skip if finished) the configured federation under out/runs/<run_id>/.
+
+    The run folder's lock is held while training, so two processes given the same run train it
+    once: the second waits and then skips it (with `wait=False` it raises RunBusyError instead).
+    """
     folder = RunFolder.for_config(out, cfg)
     if folder.is_finished():
         return RunResult(folder.path, "skipped", folder.read_summary() or {})
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
     check_loggers(cfg.runtime.loggers)
+    with folder.lock(wait=wait):
+        if folder.is_finished():  # another process finished it while we waited
+            return RunResult(folder.path, "skipped", folder.read_summary() or {})
+        return _train_locked(setup, folder, save_model, console)
+
+
+def _train_locked(
+    setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
+) -> RunResult:
+    cfg = setup.cfg
     folder.create(cfg, setup.data.source)
+    folder.start_attempt()
     write_json_atomic(
         folder.partition,
         describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),

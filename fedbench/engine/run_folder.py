@@ -1,10 +1,26 @@
 """A run folder `DIR/runs/<run_id>/` (docs/runs.md, "The run folder"): config.yaml, metrics.jsonl,
-summary.json, partition.json, checkpoint.pt while running, model.pt with --save-model."""
+summary.json, partition.json, checkpoint.pt (+ checkpoint.json, its checksum) while running,
+model.pt with --save-model, and the two files that make a folder safe to share between processes
+and readable while it runs: `lock` (an advisory file lock held by the process training the run)
+and `attempt.json` (who started the latest attempt, and how many there have been).
+
+`run_status(folder)` reads all of it into one of finished / running / failed / pending
+(docs/sweeps.md, "Run status"); it needs nothing but the folder, so `fedbench runs` or a plain
+script can call it on a sweep that is still going.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +33,52 @@ from fedbench.engine.loggers import MetricLogger
 #: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
 FINAL_STATUSES = ("completed", "diverged", "stopped")
 
+#: What `run_status` reports, grouped as `fedbench runs` shows them.
+STATUS_GROUPS = {
+    "completed": "finished",
+    "diverged": "finished",
+    "stopped": "finished",
+    "running": "running",
+    "failed": "failed",
+    "interrupted": "pending",  # started, not running now: the next sweep resumes it
+    "pending": "pending",  # never started
+}
+
+#: How long a run waits for a lock that a status reader holds for an instant (see `run_lock`).
+_READER_GRACE_S = 1.0
+
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    """Write JSON under a temp name, then rename: readers see the old file or the new one.
+
+    The temp name is unique per process, so two sweeps writing the same file cannot rename each
+    other's half-written temp file into place.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+def safe_name(label: str) -> str:
+    """`label` as one file-name component that cannot leave its parent folder.
+
+    Anything but letters, digits and `._-` becomes `-`, and leading/trailing dots and dashes go,
+    so "../x" is "x", "a/b" is "a-b" and "" or ".." is "unnamed".
+    """
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip(".-")
+    return name or "unnamed"
+
+
+def child_folder(root: Path, label: str) -> Path:
+    """root/<safe_name(label)>, checked to resolve inside root (symlinks included)."""
+    path = root / safe_name(label)
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise ValueError(f"{path} resolves outside {root}")
+    return path
+
+
+class RunBusyError(Exception):
+    """Another process holds the run folder's lock (it is training this run now)."""
 
 
 class RunFolder:
@@ -35,11 +92,13 @@ class RunFolder:
         self.model = path / "model.pt"
         #: Experiment trackers (runtime.loggers) that receive every appended metrics row.
         self.loggers: list[MetricLogger] = []
+        self.lock_file = path / "lock"
+        self.attempt = path / "attempt.json"
         self.stop = path / "STOP"
 
     @classmethod
     def for_config(cls, out: Path, cfg: RunConfig) -> RunFolder:
-        return cls(out / "runs" / cfg.run_id())
+        return cls(child_folder(out / "runs", cfg.run_id()))
 
     def read_summary(self) -> dict[str, Any] | None:
         if not self.summary.is_file():
@@ -58,7 +117,9 @@ class RunFolder:
         comment that records where the data was read from (data.root/path may be unset)."""
         self.path.mkdir(parents=True, exist_ok=True)
         header = f"# data read from: {data_source}\n" if data_source else ""
-        self.config.write_text(header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        tmp = self.config.with_name(f".{self.config.name}.{os.getpid()}.tmp")
+        tmp.write_text(header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        os.replace(tmp, self.config)
 
     def data_source(self) -> str | None:
         """The data location recorded in config.yaml's header (None if absent)."""
@@ -121,3 +182,142 @@ class RunFolder:
             else "no checkpoint yet (runtime.checkpoint_every), the rerun starts at round 0"
         )
         return f"interrupted run {self.path.name} ({last}); {where}; resume: {resume}"
+
+    # --- sharing the folder between processes ---------------------------------------------------
+    @contextmanager
+    def lock(self, *, wait: bool = True) -> Iterator[None]:
+        """Hold the run's lock: while held, no other process trains this run.
+
+        An flock(2) on `lock`, so the kernel releases it when the holder dies, SIGKILL included:
+        there are no stale locks to clean up (on NFS, Linux maps flock to NFS byte-range locks,
+        which the server drops when the client's lease expires). With `wait=False` a lock held by
+        another run raises RunBusyError; status readers take it for an instant, so a short grace
+        period tells them apart. The lock file is never deleted: unlinking a lock file that another
+        process is waiting on would let two processes hold "the" lock at once.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if wait:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            else:
+                deadline = time.monotonic() + _READER_GRACE_S
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            raise RunBusyError(str(self.path)) from None
+                        time.sleep(0.05)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def is_locked(self) -> bool:
+        """Whether a process holds the run's lock now (is training it)."""
+        try:
+            fd = os.open(self.lock_file, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def start_attempt(self) -> int:
+        """Record a new attempt at this run (call it holding the lock); return its number."""
+        previous = _read_json(self.attempt) or {}
+        number = int(previous.get("attempts", 0)) + 1
+        write_json_atomic(
+            self.attempt,
+            {
+                "attempts": number,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            },
+        )
+        return number
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """What a run folder says about its run, read from the folder alone (nothing in memory)."""
+
+    state: str  # completed | diverged | stopped | running | failed | interrupted | pending
+    round: int | None = None  # the last evaluated round in metrics.jsonl
+    rounds: int | None = None  # fl.rounds of its config
+    attempts: int = 0  # times a process started training it (a resume is an attempt)
+    host: str | None = None  # where the latest attempt ran
+    pid: int | None = None
+    error: str | None = None  # summary.json's error for failed / diverged
+
+    @property
+    def group(self) -> str:
+        """finished | running | failed | pending."""
+        return STATUS_GROUPS[self.state]
+
+
+def run_status(path: Path) -> RunStatus:
+    """The status of the run in folder `path` (which may not exist yet: pending).
+
+    Order matters: a final summary wins; then a held lock (a failed run being retried is
+    running); then a failed summary; then a folder with a config but no live process is
+    interrupted (resumable); nothing at all is pending.
+    """
+    folder = RunFolder(path)
+    attempt = _read_json(folder.attempt) or {}
+    summary = folder.read_summary() or {}
+    config = _read_yaml(folder.config)
+    rows = _last_round(folder.metrics)
+    common = {
+        "round": rows,
+        "rounds": (config.get("fl") or {}).get("rounds") if config else None,
+        "attempts": int(attempt.get("attempts", 0)),
+        "host": attempt.get("host"),
+        "pid": attempt.get("pid"),
+        "error": summary.get("error"),
+    }
+    status = summary.get("status")
+    if status in FINAL_STATUSES:
+        return RunStatus(status, **common)
+    if folder.is_locked():
+        return RunStatus("running", **common)
+    if status == "failed":
+        return RunStatus("failed", **common)
+    if config is not None:
+        return RunStatus("interrupted", **common)
+    return RunStatus("pending", **common)
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (FileNotFoundError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _last_round(metrics: Path) -> int | None:
+    try:
+        lines = metrics.read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        try:
+            return int(json.loads(line)["round"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            continue  # a line being written right now
+    return None

@@ -1,19 +1,31 @@
-"""The local launcher: a process pool that runs a plan's runs, one run per task.
+"""The local launcher: runs a plan's runs in worker processes on this machine.
 
-Workers: one per GPU, else one per CPU core with one torch thread each (so that the workers do not
-oversubscribe the cores). Runs already finished in OUT are skipped by the engine, interrupted ones
-resume from their checkpoint; a failed or diverged run never stops the sweep. A run whose config
-the engine refuses before writing anything (a feature not implemented yet, e.g. `blocks: hessian`)
-is recorded as `unsupported` with the reason, and its cell says so in the report.
+Slots: `runtime.runs_per_gpu` worker processes per GPU (each pinned to its GPU with
+CUDA_VISIBLE_DEVICES), else one per CPU core with one torch thread each (so that the workers do
+not oversubscribe the cores). The launcher watches every worker: one that dies (a SIGKILL, the OOM
+killer, a segfault) costs only the run it was training, which is retried once on a fresh worker
+(resuming from its checkpoint) before it is recorded as failed; a run that failed with an error is
+retried once the same way. The same policy (`RunQueue`) drives the Ray launcher.
+
+Runs already finished in OUT are skipped by the engine, interrupted ones resume from their
+checkpoint; a failed or diverged run never stops the sweep. A run whose config the engine refuses
+before writing anything (a feature not implemented yet, e.g. `blocks: hessian`) is recorded as
+`unsupported` with the reason, and its cell says so in the report. A run that another process is
+training (its run folder is locked: a second sweep into the same OUT) is put back at the end of
+the queue and, when nothing else is left, waited for: every run is trained once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections import deque
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_any
 from pathlib import Path
 from typing import Any
 
@@ -25,51 +37,60 @@ from fedbench.runner.table_config import Plan, PlannedRun
 #: Outcomes of one run in a sweep.
 OK_STATUSES = ("completed", "unsupported")
 
+#: A run is started at most this often (the first attempt and one retry) before it counts as
+#: failed: a second failure of a deterministic run is not worth a third.
+MAX_ATTEMPTS = 2
+
 
 @dataclass
 class Outcome:
     run_id: str
-    status: str  # completed | diverged | failed | unsupported
+    status: str  # completed | diverged | failed | unsupported (| busy, inside the launcher)
     error: str | None = None
     wall_s: float = 0.0
-    cached: bool = False  # finished by an earlier sweep
+    cached: bool = False  # finished by an earlier sweep, or by a concurrent one
     test_acc: float | None = None
+    attempts: int = 1  # how often this sweep started the run
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES of the worker that ran it
+    node: str | None = None  # the Ray node that ran it (the first 8 hex digits of its id)
 
 
-def default_workers() -> tuple[int, int, list[str]]:
-    """(workers, torch threads per worker, GPU ids to pin): one per GPU, else one per core."""
+def visible_gpus() -> list[str]:
+    """The GPU ids this machine shows torch."""
     import torch
 
-    if torch.cuda.is_available():
-        count = torch.cuda.device_count()
-        return count, max(1, (os.cpu_count() or 1) // count), [str(i) for i in range(count)]
-    return max(1, os.cpu_count() or 1), 1, []
+    return [str(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-_GPU_SLOTS: Any = None
+def local_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list[str | None]:
+    """One entry per concurrent run: the GPU it is pinned to, or None (CPU).
+
+    With GPUs: `runs_per_gpu` slots per GPU, filled GPU by GPU in turn (so that 3 workers on 2 GPUs
+    use both); `workers` caps the total. Without: `workers` slots (default one per core).
+    """
+    if gpus:
+        slots: list[str | None] = [g for _ in range(runs_per_gpu) for g in gpus]
+        return slots[:workers] if workers is not None else slots
+    return [None] * (workers or max(1, os.cpu_count() or 1))
 
 
-def _init_worker(threads: int, gpu_slots: Any) -> None:
-    if gpu_slots is not None:
-        # Pin this worker to one GPU before torch initialises CUDA.
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu_slots.get()
-    import torch
+def run_one(cfg_data: dict[str, Any], out: str, wait: bool = True) -> Outcome:
+    """Train one run (in a worker): never raises, the outcome says what happened.
 
-    torch.set_num_threads(threads)
-
-
-def run_one(cfg_data: dict[str, Any], out: str) -> Outcome:
-    """Train one run (in a worker): never raises, the outcome says what happened."""
+    With `wait=False`, a run another process is training comes back at once as `busy`.
+    """
     from fedbench.config import parse_run_config
     from fedbench.engine import train
-    from fedbench.engine.run_folder import RunFolder
+    from fedbench.engine.run_folder import RunBusyError, RunFolder
     from fedbench.errors import FedbenchError
 
     cfg = parse_run_config(cfg_data)
     run_id = cfg.run_id()
     t0 = time.perf_counter()
     try:
-        result = train(cfg, Path(out), console=None)
+        result = train(cfg, Path(out), console=None, wait=wait)
+    except RunBusyError:
+        return Outcome(run_id, "busy")
     except FedbenchError as exc:
         summary = RunFolder.for_config(Path(out), cfg).read_summary()
         if summary is None:  # refused before anything was written
@@ -86,7 +107,43 @@ def run_one(cfg_data: dict[str, Any], out: str) -> Outcome:
         wall_s=time.perf_counter() - t0,
         cached=result.status == "skipped",
         test_acc=(summary.get("final") or {}).get("test_acc"),
+        gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
     )
+
+
+@dataclass
+class Task:
+    run: PlannedRun
+    attempt: int = 1
+    wait: bool = False  # block on the run's lock (only once nothing else is left to do)
+
+
+class RunQueue:
+    """What to start next, and what an outcome means: done, retry once, or wait for another
+    process that holds the run's lock. Shared by the local and the Ray launcher."""
+
+    def __init__(self, runs: list[PlannedRun]) -> None:
+        self.todo: deque[Task] = deque(Task(run) for run in runs)
+        self.outcomes: dict[str, Outcome] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.todo)
+
+    def pop(self) -> Task:
+        return self.todo.popleft()
+
+    def settle(self, task: Task, outcome: Outcome) -> str:
+        """Record `outcome` of `task`; returns done | retry | wait."""
+        if outcome.status == "busy":
+            # Busy runs go to the back: other runs first, then wait for the other process.
+            self.todo.append(Task(task.run, task.attempt, wait=True))
+            return "wait"
+        if outcome.status == "failed" and task.attempt < MAX_ATTEMPTS:
+            self.todo.append(Task(task.run, task.attempt + 1))
+            return "retry"
+        outcome.attempts = task.attempt
+        self.outcomes[task.run.run_id] = outcome
+        return "done"
 
 
 class SweepProgress:
@@ -97,6 +154,7 @@ class SweepProgress:
         self.done = self.failed = self.cached = 0
         #: Seconds spent on runs that trained: the ETA's rate ignores already-finished runs.
         self.trained_s = 0.0
+        self.running: int | None = None  # set by launchers that know; else estimated
         self.rich: Progress | None = None
         if console is not None and console.is_terminal:
             self.rich = Progress(
@@ -112,7 +170,9 @@ class SweepProgress:
             self.task = self.rich.add_task(label, total=total, counts=self._counts())
 
     def _counts(self) -> str:
-        running = min(self.workers, self.total - self.done)
+        running = self.running
+        if running is None:
+            running = min(self.workers, self.total - self.done)
         cached = f"  already done {self.cached}" if self.cached else ""
         return f"done {self.done}  running {running}  failed {self.failed}{cached}"
 
@@ -124,6 +184,24 @@ class SweepProgress:
         if trained == 0 or left == 0:
             return ""
         return f"  eta {self.trained_s / trained * left / min(self.workers, left):.0f} s"
+
+    def set_running(self, running: int) -> None:
+        self.running = running
+        if self.rich is not None:
+            self.rich.update(self.task, counts=self._counts())
+
+    def retrying(self, run: PlannedRun, outcome: Outcome) -> None:
+        """A run failed (or its worker died) and starts again from its checkpoint."""
+        if self.console is None:
+            return
+        where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+        self.console.print(
+            f"{run.method} {where} seed {run.seed}: {outcome.status}: {outcome.error}; "
+            "retrying once from its checkpoint",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
     def update(self, run: PlannedRun, outcome: Outcome) -> None:
         self.done += 1
@@ -144,6 +222,7 @@ class SweepProgress:
         where = " ".join(f"{k}={v}" for k, v in run.setting.items())
         acc = f" test_acc {outcome.test_acc:.2f}" if outcome.test_acc is not None else ""
         note = " (already done)" if outcome.cached else ""
+        note += f" on node {outcome.node}" if outcome.node else ""
         reason = f": {outcome.error}" if outcome.status != "completed" and outcome.error else ""
         self.console.print(
             f"[{self.done}/{self.total}] {run.method} {where} seed {run.seed}: "
@@ -158,77 +237,160 @@ class SweepProgress:
             self.rich.stop()
 
 
+def unique_runs(plan: Plan) -> list[PlannedRun]:
+    """Each distinct run_id once, in plan order."""
+    unique: dict[str, PlannedRun] = {}
+    for run in plan.runs:
+        unique.setdefault(run.run_id, run)
+    return list(unique.values())
+
+
+def settle(queue: RunQueue, task: Task, outcome: Outcome, progress: SweepProgress) -> None:
+    """Record an outcome in the queue and show it (a retry, or a final line)."""
+    step = queue.settle(task, outcome)
+    if step == "retry":
+        progress.retrying(task.run, outcome)
+    elif step == "done":
+        progress.update(task.run, outcome)
+
+
 def launch(
     plan: Plan,
     out: Path,
     *,
     workers: int | None = None,
     console: Console | None = None,
+    gpus: list[str] | None = None,
 ) -> dict[str, Outcome]:
-    """Run every planned run (each distinct run_id once); return the outcome per run_id."""
-    unique: dict[str, PlannedRun] = {}
-    for run in plan.runs:
-        unique.setdefault(run.run_id, run)
-    auto_workers, threads, gpus = default_workers()
-    if workers is None:
-        workers = auto_workers
-    else:
-        threads = max(1, (os.cpu_count() or 1) // workers) if not gpus else threads
-    workers = max(1, min(workers, len(unique) or 1))
-    progress = SweepProgress(console, len(unique), workers, plan.name)
-    outcomes: dict[str, Outcome] = {}
+    """Run every planned run (each distinct run_id once); return the outcome per run_id.
+
+    `gpus` overrides the GPUs found on this machine (tests pack runs on a pretend GPU).
+    """
+    runs = unique_runs(plan)
+    gpus = visible_gpus() if gpus is None else gpus
+    runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in runs), default=1)
+    slots = local_slots(workers, runs_per_gpu, gpus)[: max(1, len(runs))]
+    threads = max(1, (os.cpu_count() or 1) // len(slots))
+    progress = SweepProgress(console, len(runs), len(slots), plan.name)
+    queue = RunQueue(runs)
     try:
-        if workers == 1:
-            for run_id, run in unique.items():
-                outcome = run_one(run.cfg.to_dict(), str(out))
-                outcomes[run_id] = outcome
-                progress.update(run, outcome)
+        if len(slots) == 1 and slots[0] is None:
+            # One CPU worker: in this process (no start-up cost; a kill ends the sweep, and the
+            # next sweep resumes it).
+            while queue:
+                task = queue.pop()
+                outcome = run_one(task.run.cfg.to_dict(), str(out), wait=task.wait)
+                settle(queue, task, outcome, progress)
         else:
-            outcomes = _launch_pool(unique, out, workers, threads, gpus, progress)
+            _launch_processes(queue, out, slots, threads, progress)
     finally:
         progress.close()
-    return outcomes
+    return queue.outcomes
 
 
-def _launch_pool(
-    unique: dict[str, PlannedRun],
-    out: Path,
-    workers: int,
-    threads: int,
-    gpus: list[str],
-    progress: SweepProgress,
-) -> dict[str, Outcome]:
+@dataclass
+class _Worker:
+    process: Any  # multiprocessing's SpawnProcess
+    conn: Connection
+    gpu: str | None
+    task: Task | None = None  # the run it is training now
+
+
+def _start_worker(context: Any, threads: int, gpu: str | None) -> _Worker:
+    conn, child_conn = context.Pipe()
+    process = context.Process(target=_worker_main, args=(threads, gpu, child_conn), daemon=True)
+    process.start()
+    child_conn.close()  # the child holds the only other end: EOF when it dies
+    return _Worker(process, conn, gpu)
+
+
+def _launch_processes(
+    queue: RunQueue, out: Path, slots: list[str | None], threads: int, progress: SweepProgress
+) -> None:
     # spawn: a forked child of a process that loaded torch can deadlock in its thread pools.
     context = multiprocessing.get_context("spawn")
-    slots = None
-    if gpus:
-        slots = context.Manager().Queue()
-        for i in range(workers):
-            slots.put(gpus[i % len(gpus)])
-    outcomes: dict[str, Outcome] = {}
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(threads, slots),
-    ) as pool:
-        futures: dict[Future[Outcome], PlannedRun] = {
-            pool.submit(run_one, run.cfg.to_dict(), str(out)): run for run in unique.values()
-        }
-        pending = set(futures)
+    workers = [_start_worker(context, threads, gpu) for gpu in slots]
+    try:
+        while busy := _assign(queue, workers, out, context, threads):
+            progress.set_running(len(busy))
+            ready = wait_any([w.conn for w in busy] + [w.process.sentinel for w in busy])
+            for worker in busy:
+                if worker.conn in ready or worker.process.sentinel in ready:
+                    task, worker.task = worker.task, None
+                    settle(queue, task, _receive(worker, task), progress)
+    except BaseException:  # Ctrl-C or a crash of the driver: leave no orphan training
+        for worker in workers:
+            worker.process.terminate()
+        raise
+    finally:
+        _stop_workers(workers)
+
+
+def _assign(
+    queue: RunQueue, workers: list[_Worker], out: Path, context: Any, threads: int
+) -> list[_Worker]:
+    """Give each idle worker the next run (replacing workers that died); return the busy ones."""
+    for i, worker in enumerate(workers):
+        if worker.task is None and queue:
+            if not worker.process.is_alive():  # replace a worker that was killed
+                workers[i] = worker = _start_worker(context, threads, worker.gpu)
+            worker.task = queue.pop()
+            worker.conn.send((worker.task.run.cfg.to_dict(), str(out), worker.task.wait))
+    return [w for w in workers if w.task is not None]
+
+
+def _stop_workers(workers: list[_Worker]) -> None:
+    for worker in workers:
+        if worker.process.is_alive():
+            with contextlib.suppress(OSError):
+                worker.conn.send(None)  # done: exit
+        worker.process.join(timeout=30)
+        worker.conn.close()
+
+
+def _receive(worker: _Worker, task: Task) -> Outcome:
+    """The outcome a worker sent, or `failed` with the signal that killed it."""
+    try:
+        return worker.conn.recv()
+    except (EOFError, OSError):
+        pass
+    worker.process.join(timeout=10)
+    code = worker.process.exitcode
+    how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
+    return Outcome(task.run.run_id, "failed", f"worker process died ({how})")
+
+
+def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
+    """A worker process: runs (config, out, wait) messages one by one until None."""
+    _die_with_parent()
+    # Ctrl-C reaches the whole process group: the launcher decides, and terminates the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before torch initialises CUDA
+    import torch
+
+    torch.set_num_threads(threads)
+    while True:
         try:
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    run = futures[future]
-                    try:
-                        outcome = future.result()
-                    except Exception as exc:  # the worker process itself died
-                        outcome = Outcome(run.run_id, "failed", f"{type(exc).__name__}: {exc}")
-                    outcomes[run.run_id] = outcome
-                    progress.update(run, outcome)
-        except KeyboardInterrupt:
-            for future in pending:
-                future.cancel()
-            raise
-    return outcomes
+            message = conn.recv()
+        except EOFError:
+            return
+        if message is None:
+            return
+        cfg_data, out, wait = message
+        conn.send(run_one(cfg_data, out, wait=wait))
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this worker when the launcher dies, so a killed sweep leaves no orphans
+    training (and holding run locks) behind. Elsewhere a no-op."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)

@@ -10,7 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
-from fedbench.engine.run_folder import write_json_atomic
+from fedbench.engine.run_folder import child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
@@ -154,11 +154,22 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
 
 
 def run_sweep(
-    plan: Plan, out: Path, *, workers: int | None = None, console: Console | None = None
+    plan: Plan,
+    out: Path,
+    *,
+    workers: int | None = None,
+    console: Console | None = None,
+    launcher: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
 ) -> SweepResult:
     """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/."""
-    folder = out / plan.name
+    folder = child_folder(out, plan.name)
     write_plan(plan, folder)
-    outcomes = launch(plan, out, workers=workers, console=console)
+    if launcher == "ray":
+        from fedbench.runner.ray_launcher import launch_ray
+
+        outcomes = launch_ray(plan, out, address=ray_address, console=console)
+    else:
+        outcomes = launch(plan, out, workers=workers, console=console)
     write_plan(plan, folder, outcomes)
     return SweepResult(plan, folder, outcomes)

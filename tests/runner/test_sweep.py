@@ -74,7 +74,7 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path: Path, monkeypatch: pytes
     plan = tiny_plan()
     calls = []
 
-    def fake_run_one(cfg_data, out):
+    def fake_run_one(cfg_data, out, wait=True):
         calls.append(cfg_data["seed"])
         run_id = expand.__globals__["parse_run_config"](cfg_data).run_id()
         if cfg_data["seed"] == 0:
@@ -83,8 +83,20 @@ def test_a_failed_run_does_not_stop_the_sweep(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(launcher, "run_one", fake_run_one)
     result = run_sweep(plan, tmp_path, workers=1)
-    assert len(calls) == len(plan.runs) == 4
+    # The failing runs are retried once (and fail again): 2 x 2 + 2 calls.
+    assert len(plan.runs) == 4 and sorted(calls) == [0, 0, 0, 0, 1, 1]
     assert result.exit_code == 1
     assert [o.error for _, o in result.problems] == ["RuntimeError: boom"] * 2
     statuses = [r["status"] for r in json.loads((result.folder / "plan.json").read_text())["runs"]]
     assert statuses.count("failed") == 2
+
+
+def test_a_table_name_cannot_escape_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    plan = tiny_plan(table="../escaped")
+    monkeypatch.setattr(
+        launcher, "run_one", lambda cfg_data, out, wait=True: Outcome("x", "completed")
+    )
+    out = tmp_path / "out"
+    result = run_sweep(plan, out, workers=1)
+    assert result.folder == out / "escaped" and (out / "escaped" / "plan.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
