@@ -44,7 +44,7 @@ class DataConfig(Strict):
 
 
 class PartitionConfig(Strict):
-    kind: Literal["dirichlet", "dirichlet_label", "iid", "natural"] = "dirichlet"
+    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural"] = "dirichlet"
     alpha: float = Field(default=0.6, gt=0)
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
@@ -54,6 +54,8 @@ class PartitionConfig(Strict):
 class ModelConfig(Strict):
     name: str = "cnn"
     norm: Literal["bn", "gn"] = "bn"
+    #: GroupNorm groups of `norm: gn` (capped at the channel count); FedAdamom's code uses 2.
+    norm_groups: int = Field(default=32, ge=1)
     pretrained: bool = False
     weights: str | None = None
     init: Literal["default", "zeros"] = "default"
@@ -96,6 +98,8 @@ class EvalConfig(Strict):
     last_k: int = Field(default=3, ge=1)
     batch_size: int = Field(default=1024, ge=1)
     diagnostics: bool = False
+    #: test_acc (%) whose first evaluated round is `rounds_to_target` in summary.json (FedAdamom).
+    target: float | None = None
 
 
 class RuntimeConfig(Strict):

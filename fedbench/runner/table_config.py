@@ -4,8 +4,11 @@ A table is rows (`methods`: label -> nested overrides) x columns (the cartesian 
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
 overriding the previous ones (the precedence is public and tested):
 
-    base  <  method overrides  <  grid value (and the seed)  <  preset  <  preset's row
-    overrides  <  --set
+    base  <  method overrides  <  grid value (and the seed)  <  the column's overrides
+    <  preset  <  the preset's column overrides  <  preset's row overrides  <  --set
+
+`columns: {grid key: {grid value: {dotted key: value}}}` (in a table or a preset) sets keys that
+depend on a column, e.g. FedAdamom's target accuracy per dataset (`eval.target`).
 
 A preset may hold `methods: {row label: {dotted key: value}}`: overrides for one row only, e.g.
 a learning rate suited to the quick preset's small data for the Adam-family rows.
@@ -38,8 +41,20 @@ from fedbench.config import (
 )
 from fedbench.errors import FedbenchError
 
-#: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
-METRICS = ("test_acc", "train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s")
+#: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column);
+#: best_test_acc = the best evaluated test_acc of a run; rounds_to_target = its first evaluated
+#: round with test_acc >= eval.target (runs that never reach it are counted, never averaged).
+METRICS = (
+    "test_acc",
+    "train_loss",
+    "test_loss",
+    "comm",
+    "comm_up",
+    "comm_down",
+    "wall_s",
+    "best_test_acc",
+    "rounds_to_target",
+)
 #: Metrics that do not depend on the column: reported once per row.
 ROW_METRICS = ("comm",)
 
@@ -73,6 +88,8 @@ class TableConfig(Strict):
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: grid key -> {grid value: {dotted key: value}}: overrides for the columns with that value.
+    columns: dict[str, dict[Any, dict[str, Any]]] = Field(default_factory=dict)
     report: Literal["final", "best", "last_k_mean"] = "final"
     last_k: int = Field(default=3, ge=1)
 
@@ -241,8 +258,26 @@ def _merge_method(base: dict[str, Any], method: dict[str, Any]) -> dict[str, Any
     return _deep_merge(base, method)
 
 
-#: The key of a preset that holds per-row overrides.
+#: The keys of a preset that hold per-row and per-column overrides.
 PRESET_METHODS = "methods"
+PRESET_COLUMNS = "columns"
+
+
+def _column_items(columns: Any, setting: dict[str, Any], where: str) -> list[tuple[str, Any]]:
+    """The overrides `columns` ({grid key: {grid value: {dotted key: value}}}) gives one column.
+    Values are matched as written or as text (plan.json stores mapping keys as text)."""
+    if not columns:
+        return []
+    if not isinstance(columns, dict) or any(key not in setting for key in columns):
+        raise FedbenchError(f"{where}: `columns` must map grid keys to {{value: overrides}}")
+    items: list[tuple[str, Any]] = []
+    for key, by_value in columns.items():
+        value = setting[key]
+        chosen = (
+            by_value.get(value, by_value.get(str(value))) if isinstance(by_value, dict) else None
+        )
+        items.extend((chosen or {}).items())
+    return items
 
 
 def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any]]:
@@ -251,7 +286,8 @@ def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any
     if preset not in table.presets:
         known = ", ".join(sorted(table.presets)) or "none"
         raise FedbenchError(f"{table.table} has no preset {preset!r}; known: {known}")
-    return [(k, v) for k, v in table.presets[preset].items() if k != PRESET_METHODS]
+    special = (PRESET_METHODS, PRESET_COLUMNS)
+    return [(k, v) for k, v in table.presets[preset].items() if k not in special]
 
 
 def _preset_row_items(table: TableConfig, preset: str | None, method: str) -> list[tuple[str, Any]]:
@@ -327,7 +363,12 @@ def expand(
                 for key, value in setting.items():
                     set_path(data, key.split("."), copy.deepcopy(value))
                 data["seed"] = seed
+                _apply_preset(data, _column_items(table.columns, setting, table.table), setting)
                 _apply_preset(data, preset_items, setting)
+                if preset is not None:
+                    preset_columns = table.presets[preset].get(PRESET_COLUMNS)
+                    where = f"{table.table} preset {preset!r}"
+                    _apply_preset(data, _column_items(preset_columns, setting, where), setting)
                 _apply_preset(data, row_items, setting)
                 data = apply_overrides(data, overrides)
                 try:

@@ -80,3 +80,26 @@ def test_describe_counts():
     info = describe(parts, LABELS, 10)
     assert info["clients"][0] == {"id": 0, "n": 3, "class_counts": [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]}
     assert info["clients"][1]["class_counts"][9] == 1
+
+
+def test_dirichlet_equal_sizes_reuse_and_class_mix():
+    # 20 clients x 100 samples = 2000 > 1000: FedDyn's scheme reuses samples instead of failing.
+    cfg = PartitionConfig(kind="dirichlet_equal", alpha=0.3, clients=20, samples_per_client=100)
+    parts = partition(LABELS, cfg, 10)
+    assert [len(p) for p in parts] == [100] * 20
+    used = np.concatenate(parts)
+    # Each class pool is consumed cyclically: a class drawn D times uses min(D, 100) distinct
+    # samples, and their use counts differ by at most one.
+    uses = np.bincount(used, minlength=1000).reshape(10, 100)
+    drawn = uses.sum(axis=1)
+    assert drawn.max() > 100  # some class ran out and was reused
+    assert ((uses > 0).sum(axis=1) == np.minimum(drawn, 100)).all()
+    assert (uses.max(axis=1) - uses.min(axis=1) <= 1).all()
+
+
+def test_dirichlet_equal_default_size_and_skew():
+    parts = partition(LABELS, PartitionConfig(kind="dirichlet_equal", alpha=0.05, clients=10), 10)
+    assert [len(p) for p in parts] == [100] * 10
+    assert _skew(parts, LABELS) > 0.6
+    again = partition(LABELS, PartitionConfig(kind="dirichlet_equal", alpha=0.05, clients=10), 10)
+    assert all(np.array_equal(x, y) for x, y in zip(parts, again))

@@ -44,3 +44,16 @@ def test_vit_tiny_appendix_c_shape():
 def test_image_model_on_flat_input_is_an_error():
     with pytest.raises(FedbenchError, match="logreg"):
         build_model(ModelConfig(name="cnn"), (32,), 10)
+
+
+def test_resnet18_group_norm_groups_follow_the_config():
+    from torch import nn
+
+    from fedbench.config import ModelConfig
+    from fedbench.models import build_model
+
+    model = build_model(ModelConfig(name="resnet18", norm="gn", norm_groups=2), (3, 32, 32), 10)
+    groups = {m.num_groups for m in model.modules() if isinstance(m, nn.GroupNorm)}
+    assert groups == {2}
+    default = build_model(ModelConfig(name="resnet18", norm="gn"), (3, 32, 32), 10)
+    assert {m.num_groups for m in default.modules() if isinstance(m, nn.GroupNorm)} == {32}

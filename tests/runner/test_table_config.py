@@ -90,6 +90,24 @@ def test_preset_mapping_replaces_grid_values_but_keeps_the_column():
     assert [r.cfg.model.name for r in runs] == ["cnn", "logreg"]
 
 
+def test_column_overrides_follow_the_grid_value_and_precede_the_preset():
+    t = table(
+        grid={"partition.alpha": [0.6, 0.1]},
+        columns={"partition.alpha": {0.6: {"eval.target": 81.0}, "0.1": {"eval.target": 50.0}}},
+        presets={
+            "p": {"eval.target": 20.0},
+            "q": {"columns": {"partition.alpha": {0.1: {"eval.target": 30.0}}}},
+        },
+    )
+    runs = expand(t, seeds=1, methods=["FedAdamW"]).runs
+    assert [r.cfg.eval.target for r in runs] == [81.0, 50.0]  # a text key matches too
+    assert [r.cfg.eval.target for r in expand(t, preset="p", seeds=1).runs] == [20.0] * 4
+    quick = expand(t, preset="q", seeds=1, methods=["FedAdamW"]).runs
+    assert [r.cfg.eval.target for r in quick] == [81.0, 30.0]
+    with pytest.raises(FedbenchError, match="columns"):
+        expand(table(columns={"model.name": {"cnn": {}}}))
+
+
 def test_seeds_and_methods_selection():
     t = table(seeds=[3, 4, 5])
     plan = expand(t, seeds=2, methods=["FedAdamW"])
