@@ -1,10 +1,13 @@
 """Federated algorithms, one module per family, registered by name in ALGORITHMS."""
 
 from fedbench.algorithms import (  # noqa: F401  (registration)
+    fadas,
+    fafed,
     fedadamom,
     fedadamw,
     fedavg,
     fedavgm,
+    fedcada,
     fedcm,
     fedlada,
     fedopt,

@@ -43,6 +43,8 @@ PLAIN_DP_BASES = (
     "fedlada",
     "local_adam",
     "fedadamom",
+    "fadas",
+    "fafed",
 )
 
 
