@@ -34,6 +34,18 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class UsersConfig(Strict):
+    """Which natural users a dataset with user ids keeps (LEAF's sampling options)."""
+
+    #: LEAF's user fraction: a seeded subsample of this share of the users.
+    fraction: float = Field(default=1.0, gt=0, le=1)
+    #: Exactly this many users (seeded choice after the fraction); null keeps them all.
+    count: int | None = Field(default=None, ge=1)
+    #: LEAF's minimum number of samples per user (training samples), applied first.
+    min_samples: int = Field(default=0, ge=0)
+    seed: int = 0
+
+
 class DataConfig(Strict):
     name: str = "digits"
     root: str | None = None
@@ -41,6 +53,7 @@ class DataConfig(Strict):
     download: bool = True
     augment: bool = True
     image_size: int | None = Field(default=None, gt=0)
+    users: UsersConfig = Field(default_factory=UsersConfig)
 
 
 class PartitionConfig(Strict):

@@ -16,12 +16,12 @@ from torch import Tensor
 import fedbench
 from fedbench.algorithms.base import RoundInfo, State
 from fedbench.config import RunConfig
-from fedbench.data.partition import describe
+from fedbench.data.partition import write_partition
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.client import run_client
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.progress import make_progress
-from fedbench.engine.run_folder import RunFolder, write_json_atomic
+from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr, participation_counts
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.errors import DivergedError
@@ -369,9 +369,11 @@ def train(
         return RunResult(folder.path, "skipped", folder.read_summary() or {})
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
     folder.create(cfg)
-    write_json_atomic(
+    write_partition(
         folder.partition,
-        describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),
+        setup.partition_arrays,
+        setup.data.y_train.cpu().numpy(),
+        setup.data.num_classes,
     )
     from fedbench.engine.vectorized import select_engine  # imports this module
 
