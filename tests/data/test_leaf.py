@@ -71,7 +71,7 @@ def test_select_users_fraction_count_and_errors() -> None:
     assert len(half) == 4 and half == sorted(half, key=names.index)
     assert half == select_users(names, counts, UsersConfig(min_samples=2, fraction=0.5, seed=1))
     assert len(select_users(names, counts, UsersConfig(count=3))) == 3
-    with pytest.raises(FedbenchError, match="data.users.count"):
+    with pytest.raises(FedbenchError, match=r"data\.users\.count"):
         select_users(names, counts, UsersConfig(count=10))
 
 
