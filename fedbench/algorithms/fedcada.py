@@ -24,8 +24,8 @@ from fedbench.config import AlgorithmConfig
 from fedbench.errors import FedbenchError
 
 NOT_IMPLEMENTED = (
-    "not implemented: FedCAda's round-dependent adjustment of the Adam bias corrections could not "
-    "be established from a public source (only the abstract of arXiv 2405.11811 was readable)"
+    "not implemented: FedCAda's round-dependent bias-correction adjustment has no readable "
+    "public source (docs/algorithms.md)"
 )
 
 
