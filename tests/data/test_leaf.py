@@ -90,3 +90,25 @@ def test_generated_sample_folders_load_for_all_three(tmp_path: Path) -> None:
         assert data.input_shape == shape and data.n_train == 12 and len(data.y_test) == 6
         assert [len(t) for t in data.client_test] == [2, 2, 2]
         assert np.array_equal(np.unique(data.client_train), [0, 1, 2])
+
+
+@pytest.mark.slow
+def test_natural_leaf_run_end_to_end(tmp_path: Path) -> None:
+    from fedbench.config import parse_run_config
+    from fedbench.engine import train
+
+    cfg = parse_run_config(
+        {
+            "data": {"name": "femnist", "root": str(tmp_path), "path": "sample"},
+            "partition": {"kind": "natural", "clients": 12},
+            "model": {"name": "logreg"},
+            "fl": {"rounds": 2, "participation": 0.25, "local_steps": 2, "batch_size": 8},
+            "algorithm": {"name": "fedavg"},
+            "eval": {"every": 1, "train_subset": 50, "target": 0.0},
+        }
+    )
+    result = train(cfg, tmp_path / "out")
+    assert result.status == "completed"
+    assert result.summary["rounds_to_target"] == 0  # the initial evaluation already reaches 0%
+    lines = (result.run_dir / "partition.json").read_text().splitlines()
+    assert len(lines) == 12 + 2 and json.loads("".join(lines))["clients"][0]["n"] == 24
