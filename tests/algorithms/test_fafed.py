@@ -98,3 +98,15 @@ def test_fafed_counts_and_refuses_the_single_gradient_contract() -> None:
 def test_fedcada_refuses_with_the_reason() -> None:
     with pytest.raises(FedbenchError, match=r"^not implemented: FedCAda"):
         make("fedcada")
+
+
+def test_fafed_defaults() -> None:
+    p = make("fafed").params
+    assert (p.lr, p.alpha, p.beta2, p.rho, p.weight_decay, p.server_lr) == (
+        0.01,
+        0.1,
+        0.999,
+        0.1,
+        1e-3,
+        1.0,
+    )
