@@ -31,8 +31,16 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.base import (
+    Algorithm,
+    Floats,
+    RoundInfo,
+    State,
+    Tensors,
+    add_coupled_decay_,
+)
 from fedbench.algorithms.fedavg import FedAvgConfig
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -51,17 +59,18 @@ class FAFED(Algorithm):
     Params = FAFEDConfig
     paper = "Wu et al., AAAI 2023, FAFED (Faster Adaptive Federated Learning)"
     params: FAFEDConfig
-    comm_up_label = "3d"
     #: STORM evaluates the gradient at the new and at the previous point on the same batch.
     gradients_per_step: ClassVar[int] = 2
     #: The step needs the gradient oracle, which the vectorised engine does not provide.
     supports_vectorized: ClassVar[bool] = False
 
-    def comm_up(self) -> float:
-        return 3.0 * self.spec.d
+    @classmethod
+    def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=3)  # Delta_i, m_i, v_i
 
-    def comm_down(self) -> float:
-        return 3.0 * self.spec.d
+    @classmethod
+    def download_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=3)  # x, m_bar, v_bar
 
     def init_server_state(self, x: Tensors) -> State:
         # m and v appear after the first round (FAFED's m_0, v_0 come from the clients).

@@ -17,10 +17,10 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, ParamSpec, RoundInfo, State, Tensors
+from fedbench.algorithms.base import Algorithm, Floats, ParamSpec, RoundInfo, State, Tensors
 from fedbench.algorithms.fedavg import FedAvgConfig
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 from fedbench.errors import FedbenchError
 
 NOT_IMPLEMENTED = (
@@ -42,8 +42,13 @@ class FedCAda(Algorithm):
 
     Params = FedCAdaConfig
     paper = "Zhou et al. 2024, FedCAda (arXiv 2405.11811): not implemented"
-    comm_up_label = "3d"
     supports_vectorized: ClassVar[bool] = False
+    #: No dp_fedcada: there is no rule to privatise.
+    supports_privacy: ClassVar[bool] = False
+
+    @classmethod
+    def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=3)  # the model, m and v (the abstract's 3x upload)
 
     def __init__(self, params: AlgorithmConfig, spec: ParamSpec, *, num_clients: int) -> None:
         raise FedbenchError(NOT_IMPLEMENTED)

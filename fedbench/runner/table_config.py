@@ -4,14 +4,17 @@ A table is rows (`methods`: label -> nested overrides) x columns (the cartesian 
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
 overriding the previous ones (the precedence is public and tested):
 
-    base  <  method overrides  <  grid value (and the seed)  <  the column's overrides
-    <  preset  <  the preset's column overrides  <  preset's row overrides  <  --set
+    base  <  method overrides  <  grid value (and the seed)  <  column overrides  <  preset
+    <  preset's row overrides  <  --set
 
-`columns: {grid key: {grid value: {dotted key: value}}}` (in a table or a preset) sets keys that
-depend on a column, e.g. FedAdamom's target accuracy per dataset (`eval.target`).
+`column_overrides: {grid key: {grid value: {dotted key: value}}}` sets other fields for the
+columns that hold a given grid value, e.g. the DP-FedAdamW paper's delta 1e-6 for Tiny-ImageNet
+(`{data.name: {tinyimagenet: {privacy.delta: 1.0e-6}}}`) while the other datasets keep the base's.
 
 A preset may hold `methods: {row label: {dotted key: value}}`: overrides for one row only, e.g.
-a learning rate suited to the quick preset's small data for the Adam-family rows.
+a learning rate suited to the quick preset's small data for the Adam-family rows, and
+`column_overrides` of its own (applied after the preset's plain keys), e.g. a stand-in dataset
+and its target accuracy per column.
 
 A preset value for a key that is also a grid key may be a mapping {grid value: replacement}: the
 column keeps its identity (and its paper numbers) while the run uses the replacement, e.g. the
@@ -41,7 +44,7 @@ from fedbench.config import (
 )
 from fedbench.errors import FedbenchError
 
-#: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column);
+#: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
 #: best_test_acc = the best evaluated test_acc of a run; rounds_to_target = its first evaluated
 #: round with test_acc >= eval.target (runs that never reach it are counted, never averaged).
 METRICS = (
@@ -81,15 +84,17 @@ class PaperRef(Strict):
 class TableConfig(Strict):
     table: str
     title: str = ""
+    #: Printed under the table in every report (e.g. why our numbers differ from the paper's).
+    note: str = ""
     paper: PaperRef | None = None
     base: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    #: grid key -> {grid value: {dotted key: value}}: per-column settings (module docstring).
+    column_overrides: dict[str, dict[Any, dict[str, Any]]] = Field(default_factory=dict)
     methods: dict[str, dict[str, Any]]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    #: grid key -> {grid value: {dotted key: value}}: overrides for the columns with that value.
-    columns: dict[str, dict[Any, dict[str, Any]]] = Field(default_factory=dict)
     report: Literal["final", "best", "last_k_mean"] = "final"
     last_k: int = Field(default=3, ge=1)
 
@@ -113,7 +118,26 @@ class TableConfig(Strict):
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid key {key!r} has no values")
+        for key, by_value in self.column_overrides.items():
+            if key not in self.grid:
+                raise ValueError(
+                    f"column_overrides key {key!r} is not a grid key; grid keys: "
+                    f"{', '.join(self.grid) or 'none'}"
+                )
+            unknown = [v for v in by_value if v not in self.grid[key]]
+            if unknown:
+                raise ValueError(
+                    f"column_overrides.{key}: {unknown[0]!r} is not one of the grid's values "
+                    f"{self.grid[key]}"
+                )
         return self
+
+    def column_items(self, setting: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The dotted-key overrides of one column (`column_overrides`), in the order written."""
+        items: list[tuple[str, Any]] = []
+        for key, by_value in self.column_overrides.items():
+            items.extend((by_value.get(setting[key]) or {}).items())
+        return items
 
     def settings(self) -> list[dict[str, Any]]:
         """The columns: every combination of grid values, in the order written."""
@@ -258,25 +282,26 @@ def _merge_method(base: dict[str, Any], method: dict[str, Any]) -> dict[str, Any
     return _deep_merge(base, method)
 
 
-#: The keys of a preset that hold per-row and per-column overrides.
+#: The key of a preset that holds per-row overrides.
 PRESET_METHODS = "methods"
-PRESET_COLUMNS = "columns"
+PRESET_COLUMNS = "column_overrides"
 
 
-def _column_items(columns: Any, setting: dict[str, Any], where: str) -> list[tuple[str, Any]]:
-    """The overrides `columns` ({grid key: {grid value: {dotted key: value}}}) gives one column.
-    Values are matched as written or as text (plan.json stores mapping keys as text)."""
-    if not columns:
+def _preset_column_items(
+    table: TableConfig, preset: str | None, setting: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """The preset's `column_overrides` for one column (same form as the table's)."""
+    if preset is None:
         return []
-    if not isinstance(columns, dict) or any(key not in setting for key in columns):
-        raise FedbenchError(f"{where}: `columns` must map grid keys to {{value: overrides}}")
-    items: list[tuple[str, Any]] = []
-    for key, by_value in columns.items():
-        value = setting[key]
-        chosen = (
-            by_value.get(value, by_value.get(str(value))) if isinstance(by_value, dict) else None
+    by_key = table.presets[preset].get(PRESET_COLUMNS) or {}
+    if not isinstance(by_key, dict) or any(key not in setting for key in by_key):
+        raise FedbenchError(
+            f"{table.table} preset {preset!r}: `column_overrides` must map grid keys to "
+            "{grid value: overrides}"
         )
-        items.extend((chosen or {}).items())
+    items: list[tuple[str, Any]] = []
+    for key, by_value in by_key.items():
+        items.extend(((by_value or {}).get(setting[key]) or {}).items())
     return items
 
 
@@ -363,12 +388,10 @@ def expand(
                 for key, value in setting.items():
                     set_path(data, key.split("."), copy.deepcopy(value))
                 data["seed"] = seed
-                _apply_preset(data, _column_items(table.columns, setting, table.table), setting)
+                for key, value in table.column_items(setting):
+                    set_path(data, key.split("."), copy.deepcopy(value))
                 _apply_preset(data, preset_items, setting)
-                if preset is not None:
-                    preset_columns = table.presets[preset].get(PRESET_COLUMNS)
-                    where = f"{table.table} preset {preset!r}"
-                    _apply_preset(data, _column_items(preset_columns, setting, where), setting)
+                _apply_preset(data, _preset_column_items(table, preset, setting), setting)
                 _apply_preset(data, row_items, setting)
                 data = apply_overrides(data, overrides)
                 try:

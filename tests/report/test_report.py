@@ -166,6 +166,18 @@ def test_report_of_a_non_table_folder_is_a_one_line_error(tmp_path: Path):
         build_report(tmp_path)
 
 
+def test_table_note_is_printed_under_the_table(tmp_path: Path):
+    data = tiny_table_data()
+    data["note"] = "Our DP numbers are expected to be lower than the paper's."
+    plan = expand(parse_table_config(data), seeds=1)
+    for run in plan.runs:
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, 50.0)
+    write_plan(plan, tmp_path / plan.name)
+    report = build_report(tmp_path / plan.name)
+    assert (tmp_path / plan.name / "table.md").read_text().rstrip().endswith(data["note"])
+    assert report.rich.caption == data["note"]
+
+
 def test_rounds_to_target_counts_unreached_runs_and_never_averages_them(table_folder: Path):
     # Local SGD reaches the target in rounds 2 and 1 (seeds 0, 1); seed 2 never does.
     reached = {("Local SGD", 0): 2, ("Local SGD", 1): 1, ("Local SGD", 2): None}
