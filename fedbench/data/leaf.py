@@ -33,10 +33,9 @@ from torch import Tensor
 
 from fedbench.config import DataConfig, UsersConfig
 from fedbench.data.base import DATASETS, Dataset, data_root
+from fedbench.data.leaf_sample import LEAF_LETTERS, ensure_sample
 from fedbench.errors import FedbenchError
 
-#: LEAF's Shakespeare alphabet (its `ALL_LETTERS`): 80 symbols, the model's classes.
-LEAF_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 #: LEAF resizes CelebA images to 84 x 84 RGB before its CNN.
 CELEBA_SIZE = 84
 CACHE_VERSION = 1
@@ -126,8 +125,6 @@ CLASSES = {"femnist": 62, "shakespeare": len(LEAF_LETTERS), "celeba": 2}
 # --- reading the JSON -------------------------------------------------------------------------
 def leaf_folder(cfg: DataConfig, name: str) -> Path:
     if cfg.path == "sample":
-        from fedbench.data.leaf_sample import ensure_sample
-
         return ensure_sample(data_root(cfg) / "leaf-sample", name)
     if cfg.path:
         return Path(cfg.path).expanduser()

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data.leaf import LEAF_LETTERS
+#: LEAF's Shakespeare alphabet (its `ALL_LETTERS`): 80 symbols, the char-LSTM's classes.
+LEAF_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
 
 #: The quick presets' sizes: users, training and test samples per user, files per split.
 SAMPLE_SHAPE = {
