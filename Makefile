@@ -29,6 +29,7 @@ test: install lint
 # interrupted `make reproduce` picks up where it stopped; a table with failed or diverged runs
 # (exit code 1) does not stop the others (the `-` prefix).
 FEDADAMW_ABLATIONS := components alpha weight-decay aggregation table11 blocks
+FEDADAMOM_TABLES := fedadamom-main fedadamom-leaf fedadamom-beta2
 DP_TABLES := dp_table2 dp_table2_vit dp_table3 dp_table4 dp_table5 dp_table6 dp_table7 dp_table8 dp_table9 dp_table10 dp_table11
 
 reproduce: install
@@ -37,6 +38,8 @@ reproduce: install
 	-$(BIN)/fedbench run table2 --out results
 	-$(BIN)/fedbench run table3 --out results
 	-for t in $(DP_TABLES); do $(BIN)/fedbench run $$t --out results; done
+	-for t in $(FEDADAMOM_TABLES); do $(BIN)/fedbench run $$t --out results; done
+	-$(BIN)/fedbench figure fedadamom-escape --out results
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -523,6 +523,46 @@ def report(
     )
 
 
+#: Figures drawn from an experiment of their own (not a table's curves.png).
+FIGURES = ("fedadamom-escape",)
+
+
+@app.command()
+def figure(
+    name: Annotated[str, typer.Argument(help="The figure: fedadamom-escape.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder (figures/ in it).")] = Path(
+        "results"
+    ),
+    trials: Annotated[int, typer.Option(min=10, help="Seeded trials per k.")] = 2000,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds per trial.")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of the trials.")] = 0,
+) -> None:
+    """Run a figure's experiment and draw it. fedadamom-escape: escape rates from a sharp minimum
+    of a federated Styblinski-Tang problem vs its sharpness k (FedAvgM, FedAdam, FedAdamom)."""
+    if name not in FIGURES:
+        raise FedbenchError(f"no figure named {name!r}; known: {', '.join(FIGURES)}")
+    import json
+
+    import torch
+
+    from fedbench.report.escape import LABELS, PREDICTED, EscapeSetup, draw_escape, run_escape
+
+    torch.set_num_threads(1)  # many tiny tensors: threads only add overhead
+    result = run_escape(EscapeSetup(trials=trials, rounds=rounds, seed=seed))
+    folder = out / "figures"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    draw_escape(result, folder / f"{name}.png")
+    for key, data in result["optimizers"].items():
+        fit = data["fits"][PREDICTED[key]]
+        console.print(
+            f"{LABELS[key]}: -log(Gamma) vs {PREDICTED[key]}: slope {fit['slope']:.3f}, "
+            f"Pearson r {fit['pearson_r']:.4f} ({fit['points']} k values)",
+            highlight=False,
+        )
+    console.print(f"wrote {folder / name}.png and .json", highlight=False, soft_wrap=True)
+
+
 @app.command()
 def epsilon(
     config: Annotated[

@@ -35,6 +35,18 @@ from fedbench.strict import Strict
 from fedbench.suggest import unknown_algorithm_field, unknown_field
 
 
+class UsersConfig(Strict):
+    """Which natural users a dataset with user ids keeps (LEAF's sampling options)."""
+
+    #: LEAF's user fraction: a seeded subsample of this share of the users.
+    fraction: float = Field(default=1.0, gt=0, le=1)
+    #: Exactly this many users (seeded choice after the fraction); null keeps them all.
+    count: int | None = Field(default=None, ge=1)
+    #: LEAF's minimum number of samples per user (training samples), applied first.
+    min_samples: int = Field(default=0, ge=0)
+    seed: int = 0
+
+
 class DataConfig(Strict):
     name: str = "digits"
     root: str | None = None
@@ -42,6 +54,7 @@ class DataConfig(Strict):
     download: bool = True
     augment: bool = True
     image_size: int | None = Field(default=None, gt=0)
+    users: UsersConfig = Field(default_factory=UsersConfig)
     #: A validation split held out of the training data (seeded by partition.seed, the same for
     #: every run seed and trial): evaluation then uses it instead of the test set. `fedbench tune`
     #: sets it so that no learning rate is chosen on the test set.
@@ -54,7 +67,7 @@ class DataConfig(Strict):
 
 
 class PartitionConfig(Strict):
-    kind: Literal["dirichlet", "dirichlet_label", "iid", "natural"] = "dirichlet"
+    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural"] = "dirichlet"
     alpha: float = Field(default=0.6, gt=0)
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
@@ -71,6 +84,8 @@ class PartitionConfig(Strict):
 class ModelConfig(Strict):
     name: str = "cnn"
     norm: Literal["bn", "gn"] = "bn"
+    #: GroupNorm groups of `norm: gn` (capped at the channel count); FedAdamom's code uses 2.
+    norm_groups: int = Field(default=32, ge=1)
     pretrained: bool = False
     weights: str | None = None
     init: Literal["default", "zeros"] = "default"
@@ -105,6 +120,8 @@ class EvalConfig(Strict):
         description="also evaluate on each sampled client's own test data: client_acc/loss "
         "mean, worst10 and std in metrics.jsonl",
     )
+    #: test_acc (%) whose first evaluated round is `rounds_to_target` in summary.json (FedAdamom).
+    target: float | None = None
 
 
 class RuntimeConfig(Strict):

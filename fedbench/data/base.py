@@ -7,7 +7,7 @@ batch is drawn by indexing, and augmentation runs on tensors, so there are no Da
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -33,9 +33,9 @@ class Dataset:
     augment: Augment | None = None
     #: For `partition.kind: natural`: the client id of each training sample.
     client_train: np.ndarray | None = None
-    #: Optional per-client test split (e.g. LEAF's per-user test data): client i's indices into
-    #: x_test / y_test; per-client evaluation (eval.per_client) uses it when present.
-    client_test: list[Tensor] | None = None
+    #: A per-client test split (LEAF's per-user test data): client i's indices into
+    #: x_test / y_test (may be built lazily, one tensor per access).
+    client_test: Sequence[Tensor] | None = None
     #: Applied on the device to every batch (train, after `augment`, and eval), e.g. turning
     #: uint8 images into normalised floats; must leave already-prepared batches unchanged.
     prepare: Callable[[Tensor], Tensor] | None = None

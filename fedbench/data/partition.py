@@ -3,12 +3,20 @@
 - dirichlet (FedAdamW's scheme, Hsu et al. 2019): client c's class mix p_c ~ Dir(alpha), equal
   client sizes, every sample used at most once; when a class runs out, the client's remaining
   draws renormalise over the classes that still have samples.
+- dirichlet_equal (FedDyn's scheme, which the FedAdamom code uses): client c's class mix
+  p_c ~ Dir(alpha), every client exactly n/N samples (or samples_per_client), its class counts
+  ~ Multinomial(size, p_c); each class pool is consumed in a seeded shuffled order and restarts
+  from its beginning when it runs out, so samples are reused rather than the mix renormalised.
 - dirichlet_label (NIID-Bench / Flower): each class split over clients ~ Dir(alpha); unequal sizes.
 - iid: a seeded shuffle cut into equal parts.
 - natural: the client ids shipped with the data.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +43,7 @@ def partition(
             f"partition.clients is {cfg.clients} but the training set has only {n} samples"
         )
     size = cfg.samples_per_client or n // cfg.clients
+    # dirichlet_equal reuses samples, so it may ask for more than n in total.
     if cfg.kind in ("dirichlet", "iid") and size * cfg.clients > n:
         raise FedbenchError(
             f"partition.samples_per_client {size} x {cfg.clients} clients exceeds the {n} training "
@@ -45,6 +54,8 @@ def partition(
         return [np.sort(perm[c * size : (c + 1) * size]) for c in range(cfg.clients)]
     if cfg.kind == "dirichlet":
         return _dirichlet(labels, num_classes, cfg.clients, size, cfg.alpha, rng)
+    if cfg.kind == "dirichlet_equal":
+        return _dirichlet_equal(labels, num_classes, cfg.clients, size, cfg.alpha, rng)
     return _dirichlet_label(labels, num_classes, cfg.clients, cfg.alpha, rng)
 
 
@@ -77,6 +88,33 @@ def _dirichlet(
         idx = [pools[k][taken[k] : taken[k] + counts[k]] for k in range(num_classes)]
         taken += counts
         out.append(np.sort(np.concatenate(idx)))
+    return out
+
+
+def _dirichlet_equal(
+    labels: np.ndarray,
+    num_classes: int,
+    clients: int,
+    size: int,
+    alpha: float,
+    rng: np.random.Generator,
+) -> list[np.ndarray]:
+    pools = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
+    present = np.array([len(p) > 0 for p in pools])
+    proportions = rng.dirichlet(np.full(num_classes, alpha), size=clients) * present
+    proportions /= proportions.sum(axis=1, keepdims=True)
+    counts = np.stack([rng.multinomial(size, p) for p in proportions])
+    cursor = np.zeros(num_classes, dtype=np.int64)
+    out: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * clients
+    # FedDyn draws sample by sample for a random client; visiting the clients in a random order
+    # and taking each class's samples from a cyclic cursor gives the same reuse pattern.
+    for c in rng.permutation(clients):
+        idx = []
+        for k in np.flatnonzero(counts[c]):
+            take = (cursor[k] + np.arange(counts[c, k])) % len(pools[k])
+            cursor[k] += counts[c, k]
+            idx.append(pools[k][take])
+        out[c] = np.sort(np.concatenate(idx))
     return out
 
 
@@ -116,18 +154,35 @@ def _natural(cfg: PartitionConfig, client_ids: np.ndarray | None) -> list[np.nda
             f"partition.clients is {cfg.clients} but the data has {len(ids)} natural clients; "
             f"set partition.clients={len(ids)}"
         )
-    return [np.flatnonzero(client_ids == i) for i in ids]
+    # One stable sort instead of a scan per client: thousands of clients stay cheap.
+    order = np.argsort(client_ids, kind="stable")
+    bounds = np.searchsorted(client_ids[order], ids[1:])
+    return np.split(order, bounds)
+
+
+def _client_record(c: int, idx: np.ndarray, labels: np.ndarray, num_classes: int) -> dict:
+    return {
+        "id": c,
+        "n": len(idx),
+        "class_counts": np.bincount(labels[idx], minlength=num_classes).tolist(),
+    }
 
 
 def describe(parts: list[np.ndarray], labels: np.ndarray, num_classes: int) -> dict:
     """The content of partition.json."""
-    return {
-        "clients": [
-            {
-                "id": c,
-                "n": len(idx),
-                "class_counts": np.bincount(labels[idx], minlength=num_classes).tolist(),
-            }
-            for c, idx in enumerate(parts)
-        ]
-    }
+    return {"clients": [_client_record(c, idx, labels, num_classes) for c, idx in enumerate(parts)]}
+
+
+def write_partition(
+    path: Path, parts: list[np.ndarray], labels: np.ndarray, num_classes: int
+) -> None:
+    """partition.json (the content of `describe`) written one client per line, atomically: a
+    federation of thousands of clients never holds the whole document in memory."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as fh:
+        fh.write('{"clients": [\n')
+        for c, idx in enumerate(parts):
+            sep = ",\n" if c else ""
+            fh.write(sep + json.dumps(_client_record(c, idx, labels, num_classes)))
+        fh.write("\n]}\n")
+    os.replace(tmp, path)

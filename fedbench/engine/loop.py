@@ -42,6 +42,14 @@ def _state_buffers(model: torch.nn.Module) -> list[Tensor]:
     return [b for name, b in model.named_buffers() if name in keys]
 
 
+def rounds_to_target(rows: list[dict[str, Any]], target: float | None) -> int | None:
+    """The first evaluated round with test_acc >= target (FedAdamom's "rounds to X%");
+    None when no target is set or the run never reached it."""
+    if target is None:
+        return None
+    return next((row["round"] for row in rows if row["test_acc"] >= target), None)
+
+
 class Engine:
     """Runs one configured federation in a run folder, resuming from its checkpoint."""
 
@@ -295,6 +303,8 @@ class Engine:
             "rounds": cfg.fl.rounds,
             "final": {k: final.get(k) for k in ("round", "test_acc", "test_loss", "train_loss")},
             "best": {"round": best.get("round"), "test_acc": best.get("test_acc")},
+            "target": cfg.eval.target,
+            "rounds_to_target": rounds_to_target(rows, cfg.eval.target),
             "d": s.algorithm.spec.d,
             "comm_up": s.algorithm.comm_up(),
             "comm_down": s.algorithm.comm_down(),

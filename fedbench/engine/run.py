@@ -10,10 +10,10 @@ import torch
 from rich.console import Console
 
 from fedbench.config import RunConfig
-from fedbench.data.partition import describe
+from fedbench.data.partition import write_partition
 from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.loop import Engine
-from fedbench.engine.run_folder import RunFolder, write_json_atomic
+from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
 
@@ -71,9 +71,11 @@ def _train_locked(
     cfg = setup.cfg
     folder.create(cfg, setup.data.source)
     folder.start_attempt()
-    write_json_atomic(
+    write_partition(
         folder.partition,
-        describe(setup.partition_arrays, setup.data.y_train.cpu().numpy(), setup.data.num_classes),
+        setup.partition_arrays,
+        setup.data.y_train.cpu().numpy(),
+        setup.data.num_classes,
     )
     engine = select_engine(setup, folder, console)
     folder.loggers = open_loggers(cfg.runtime.loggers, folder.path, cfg.to_dict())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,13 +60,28 @@ def model_and_spec(cfg: RunConfig) -> ParamSpec:
     return param_spec(build_model(cfg.model, input_shape, data.num_classes))
 
 
+class ClientSamples(Sequence[Tensor]):
+    """Each client's training-sample indices as a device tensor, made when the client is sampled:
+    thousands of idle clients (LEAF) hold only their numpy index arrays."""
+
+    def __init__(self, parts: list[np.ndarray], device: torch.device) -> None:
+        self.parts = parts
+        self.device = device
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __getitem__(self, i: int) -> Tensor:  # type: ignore[override]
+        return torch.as_tensor(self.parts[i], dtype=torch.int64, device=self.device)
+
+
 @dataclass
 class RunSetup:
     cfg: RunConfig
     device: torch.device
     data: Dataset
-    #: Each client's training-sample indices, on the device.
-    clients: list[Tensor]
+    #: Each client's training-sample indices, on the device (made on access).
+    clients: Sequence[Tensor]
     client_sizes: list[int]
     partition_arrays: list[np.ndarray]
     model: nn.Module
@@ -128,7 +143,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         cfg=cfg,
         device=device,
         data=data,
-        clients=[torch.as_tensor(p, dtype=torch.int64, device=device) for p in parts],
+        clients=ClientSamples(parts, device),
         client_sizes=[len(p) for p in parts],
         partition_arrays=parts,
         model=model,

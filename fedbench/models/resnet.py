@@ -1,8 +1,11 @@
 """ResNet-18, CIFAR variant (He et al. 2016): 3x3 stride-1 stem, no max-pool, as in the FedAdamW
-paper's Table 1. `model.norm: gn` swaps BatchNorm for GroupNorm (32 groups), which DP training
-and the vectorised engine need."""
+paper's Table 1. `model.norm: gn` swaps BatchNorm for GroupNorm (`model.norm_groups`, default
+32, capped at the channel count; the FedAdamom code builds 2), which DP training and the
+vectorised engine need."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -11,28 +14,28 @@ from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
 from fedbench.models.base import MODELS
 
-GN_GROUPS = 32
+#: A normalisation layer for a number of channels.
+NormFactory = Callable[[int], nn.Module]
 
 
-def _norm(kind: str, channels: int) -> nn.Module:
-    return (
-        nn.BatchNorm2d(channels)
-        if kind == "bn"
-        else nn.GroupNorm(min(GN_GROUPS, channels), channels)
-    )
+def norm_factory(kind: str, groups: int) -> NormFactory:
+    """BatchNorm2d, or GroupNorm with min(groups, channels) groups."""
+    if kind == "bn":
+        return nn.BatchNorm2d
+    return lambda channels: nn.GroupNorm(min(groups, channels), channels)
 
 
 class BasicBlock(nn.Module):
-    def __init__(self, c_in: int, c_out: int, stride: int, norm: str) -> None:
+    def __init__(self, c_in: int, c_out: int, stride: int, norm: NormFactory) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
-        self.bn1 = _norm(norm, c_out)
+        self.bn1 = norm(c_out)
         self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
-        self.bn2 = _norm(norm, c_out)
+        self.bn2 = norm(c_out)
         self.shortcut = nn.Sequential()
         if stride != 1 or c_in != c_out:
             self.shortcut = nn.Sequential(
-                nn.Conv2d(c_in, c_out, 1, stride, bias=False), _norm(norm, c_out)
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), norm(c_out)
             )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -42,10 +45,10 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, in_channels: int, num_classes: int, norm: str) -> None:
+    def __init__(self, in_channels: int, num_classes: int, norm: NormFactory) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
-        self.bn1 = _norm(norm, 64)
+        self.bn1 = norm(64)
         layers, c_in = [], 64
         for c_out, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
             layers.append(
@@ -69,4 +72,4 @@ def resnet18(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -
     """ResNet-18, CIFAR variant (3x3 stem, no max-pool); model.norm bn or gn (GroupNorm, for DP)."""
     if len(input_shape) != 3:
         raise FedbenchError(f"model resnet18 needs image inputs (C, H, W), got shape {input_shape}")
-    return ResNet18(input_shape[0], num_classes, cfg.norm)
+    return ResNet18(input_shape[0], num_classes, norm_factory(cfg.norm, cfg.norm_groups))

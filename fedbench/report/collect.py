@@ -15,7 +15,15 @@ from fedbench.runner.table_config import TableConfig, parse_table_config
 
 PLAN_FILE = "plan.json"
 #: Lower is better for these metrics (best = min, bold = min).
-LOWER_IS_BETTER = {"train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s"}
+LOWER_IS_BETTER = {
+    "train_loss",
+    "test_loss",
+    "comm",
+    "comm_up",
+    "comm_down",
+    "wall_s",
+    "rounds_to_target",
+}
 
 
 def read_plan(folder: Path) -> dict[str, Any]:
@@ -55,6 +63,9 @@ def _summary_metric(summary: dict[str, Any], metric: str) -> float:
     if metric == "comm":
         d, up = summary.get("d"), summary.get("comm_up")
         return up / d if d and up is not None else math.nan
+    if metric == "best_test_acc":
+        value = (summary.get("best") or {}).get("test_acc")
+        return float(value) if value is not None else math.nan
     value = summary.get(metric)
     return float(value) if value is not None else math.nan
 
@@ -86,6 +97,8 @@ def collect(folder: Path, runs_root: Path | None = None) -> tuple[pd.DataFrame, 
             "run_id": run["run_id"],
             "status": status,
             "reason": reason,
+            # rounds_to_target: "not reached in R rounds" needs R.
+            "rounds": (summary or {}).get("rounds"),
         }
         rows = _read_jsonl(run_dir / "metrics.jsonl") if summary else []
         for metric in table.metrics:

@@ -15,7 +15,15 @@ from fedbench.report.collect import LOWER_IS_BETTER
 from fedbench.report.paper import paper_value
 from fedbench.runner.table_config import ROW_METRICS, TableConfig
 
-DIGITS = {"test_acc": 2, "train_loss": 3, "test_loss": 3, "comm": 2, "wall_s": 1}
+DIGITS = {
+    "test_acc": 2,
+    "best_test_acc": 2,
+    "train_loss": 3,
+    "test_loss": 3,
+    "comm": 2,
+    "wall_s": 1,
+    "rounds_to_target": 0,
+}
 
 
 def fmt(value: float, metric: str) -> str:
@@ -38,6 +46,8 @@ def setting_label(setting: dict[str, Any]) -> str:
 
 def _unavailable_text(reason: str | None) -> str:
     """'blocks: hessian is not available ...' -> 'needs blocks: hessian'."""
+    if (reason or "").startswith("not implemented"):
+        return reason or ""
     match = re.match(r"\s*(\S+: \S+) is not (available|implemented|supported)", reason or "")
     if match:
         return f"needs {match.group(1)}"
@@ -64,6 +74,8 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                 std = float(ok.std(ddof=1)) if n > 1 else math.nan
                 p_mean, p_std = paper_value(table.paper, method, setting, metric)
                 reasons = cell[cell["status"] == "unsupported"]["reason"]
+                # rounds_to_target: completed runs that never reached the target (no value).
+                unreached = cell[(cell["status"] == "completed") & cell[metric].isna()]
                 record = {
                     "method": method,
                     **setting,
@@ -78,6 +90,8 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "unsupported": counts.get("unsupported", 0),
                     "missing": counts.get("missing", 0),
                     "reason": reasons.iloc[0] if len(reasons) else "",
+                    "not_reached": len(unreached) if metric == "rounds_to_target" else 0,
+                    "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
                 }
                 record["cell"] = cell_text(record, metric)
                 record["paper"] = paper_text(p_mean, p_std, metric)
@@ -87,6 +101,10 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
 
 def cell_text(record: dict[str, Any], metric: str) -> str:
     n, mean, std = record["n"], record["mean"], record["std"]
+    unreached = record.get("not_reached", 0)
+    never = f"not reached in {record.get('rounds')} rounds"
+    if n == 0 and unreached:
+        return never if unreached == 1 else f"{never} ({unreached} runs)"
     if n == 0:
         if record["unsupported"]:
             return _unavailable_text(record["reason"])
@@ -96,6 +114,8 @@ def cell_text(record: dict[str, Any], metric: str) -> str:
         return ""
     text = fmt(mean, metric) + (f" ± {fmt(std, metric)}" if n > 1 else "")
     notes = [f"{record[s]} {s}" for s in ("diverged", "failed", "missing") if record[s]]
+    if unreached:  # the mean is over the runs that reached the target
+        notes.insert(0, f"{unreached} of {n + unreached} {never}")
     return text + (f" ({', '.join(notes)})" if notes else "")
 
 

@@ -12,7 +12,9 @@ columns that hold a given grid value, e.g. the DP-FedAdamW paper's delta 1e-6 fo
 (`{data.name: {tinyimagenet: {privacy.delta: 1.0e-6}}}`) while the other datasets keep the base's.
 
 A preset may hold `methods: {row label: {dotted key: value}}`: overrides for one row only, e.g.
-a learning rate suited to the quick preset's small data for the Adam-family rows.
+a learning rate suited to the quick preset's small data for the Adam-family rows, and
+`column_overrides` of its own (applied after the preset's plain keys), e.g. a stand-in dataset
+and its target accuracy per column.
 
 A preset value for a key that is also a grid key may be a mapping {grid value: replacement}: the
 column keeps its identity (and its paper numbers) while the run uses the replacement, e.g. the
@@ -44,7 +46,19 @@ from fedbench.errors import FedbenchError
 from fedbench.suggest import did_you_mean
 
 #: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
-METRICS = ("test_acc", "train_loss", "test_loss", "comm", "comm_up", "comm_down", "wall_s")
+#: best_test_acc = the best evaluated test_acc of a run; rounds_to_target = its first evaluated
+#: round with test_acc >= eval.target (runs that never reach it are counted, never averaged).
+METRICS = (
+    "test_acc",
+    "train_loss",
+    "test_loss",
+    "comm",
+    "comm_up",
+    "comm_down",
+    "wall_s",
+    "best_test_acc",
+    "rounds_to_target",
+)
 #: Metrics that do not depend on the column: reported once per row.
 ROW_METRICS = ("comm",)
 
@@ -296,6 +310,25 @@ def _merge_method(base: dict[str, Any], method: dict[str, Any]) -> dict[str, Any
 
 #: The key of a preset that holds per-row overrides.
 PRESET_METHODS = "methods"
+PRESET_COLUMNS = "column_overrides"
+
+
+def _preset_column_items(
+    table: TableConfig, preset: str | None, setting: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """The preset's `column_overrides` for one column (same form as the table's)."""
+    if preset is None:
+        return []
+    by_key = table.presets[preset].get(PRESET_COLUMNS) or {}
+    if not isinstance(by_key, dict) or any(key not in setting for key in by_key):
+        raise FedbenchError(
+            f"{table.table} preset {preset!r}: `column_overrides` must map grid keys to "
+            "{grid value: overrides}"
+        )
+    items: list[tuple[str, Any]] = []
+    for key, by_value in by_key.items():
+        items.extend(((by_value or {}).get(setting[key]) or {}).items())
+    return items
 
 
 def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any]]:
@@ -307,7 +340,8 @@ def _preset_items(table: TableConfig, preset: str | None) -> list[tuple[str, Any
             f"{table.table} has no preset {preset!r};{did_you_mean(preset, known)} "
             f"known: {', '.join(known) or 'none'}"
         )
-    return [(k, v) for k, v in table.presets[preset].items() if k != PRESET_METHODS]
+    special = (PRESET_METHODS, PRESET_COLUMNS)
+    return [(k, v) for k, v in table.presets[preset].items() if k not in special]
 
 
 def _preset_row_items(table: TableConfig, preset: str | None, method: str) -> list[tuple[str, Any]]:
@@ -394,6 +428,7 @@ def expand(
                 for key, value in table.column_items(setting):
                     set_path(data, key.split("."), copy.deepcopy(value))
                 _apply_preset(data, preset_items, setting)
+                _apply_preset(data, _preset_column_items(table, preset, setting), setting)
                 _apply_preset(data, row_items, setting)
                 for key, value in tuned.get(method, {}).get(column_key(setting), {}).items():
                     set_path(data, key.split("."), copy.deepcopy(value))

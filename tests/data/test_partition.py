@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fedbench.config import PartitionConfig
-from fedbench.data.partition import describe, partition
+from fedbench.data.partition import describe, partition, write_partition
 from fedbench.errors import FedbenchError
 
 LABELS = np.repeat(np.arange(10), 100)  # 1000 samples, 10 balanced classes
@@ -66,6 +66,11 @@ def test_natural_partition_and_mismatch_error():
     ids = np.array([0, 0, 1, 2, 2, 2])
     parts = partition(np.zeros(6, dtype=int), PartitionConfig(kind="natural", clients=3), 1, ids)
     assert [p.tolist() for p in parts] == [[0, 1], [2], [3, 4, 5]]
+    unsorted = np.array([2, 0, 1, 0, 2, 2])  # ids need not be grouped
+    parts = partition(
+        np.zeros(6, dtype=int), PartitionConfig(kind="natural", clients=3), 1, unsorted
+    )
+    assert [p.tolist() for p in parts] == [[1, 3], [2], [0, 4, 5]]
     with pytest.raises(FedbenchError, match=r"partition\.clients=3"):
         partition(np.zeros(6, dtype=int), PartitionConfig(kind="natural", clients=4), 1, ids)
 
@@ -80,3 +85,36 @@ def test_describe_counts():
     info = describe(parts, LABELS, 10)
     assert info["clients"][0] == {"id": 0, "n": 3, "class_counts": [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]}
     assert info["clients"][1]["class_counts"][9] == 1
+
+
+def test_partition_json_is_streamed_and_equals_describe(tmp_path):
+    import json
+
+    parts = [np.array([0, 100, 101]), np.array([999]), np.array([], dtype=np.int64)]
+    write_partition(tmp_path / "partition.json", parts, LABELS, 10)
+    text = (tmp_path / "partition.json").read_text()
+    assert json.loads(text) == describe(parts, LABELS, 10)
+    assert len(text.splitlines()) == 5  # one line per client
+
+
+def test_dirichlet_equal_sizes_reuse_and_class_mix():
+    # 20 clients x 100 samples = 2000 > 1000: FedDyn's scheme reuses samples instead of failing.
+    cfg = PartitionConfig(kind="dirichlet_equal", alpha=0.3, clients=20, samples_per_client=100)
+    parts = partition(LABELS, cfg, 10)
+    assert [len(p) for p in parts] == [100] * 20
+    used = np.concatenate(parts)
+    # Each class pool is consumed cyclically: a class drawn D times uses min(D, 100) distinct
+    # samples, and their use counts differ by at most one.
+    uses = np.bincount(used, minlength=1000).reshape(10, 100)
+    drawn = uses.sum(axis=1)
+    assert drawn.max() > 100  # some class ran out and was reused
+    assert ((uses > 0).sum(axis=1) == np.minimum(drawn, 100)).all()
+    assert (uses.max(axis=1) - uses.min(axis=1) <= 1).all()
+
+
+def test_dirichlet_equal_default_size_and_skew():
+    parts = partition(LABELS, PartitionConfig(kind="dirichlet_equal", alpha=0.05, clients=10), 10)
+    assert [len(p) for p in parts] == [100] * 10
+    assert _skew(parts, LABELS) > 0.6
+    again = partition(LABELS, PartitionConfig(kind="dirichlet_equal", alpha=0.05, clients=10), 10)
+    assert all(np.array_equal(x, y) for x, y in zip(parts, again))

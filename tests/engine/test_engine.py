@@ -199,3 +199,13 @@ def test_weights_only_checkpoint_roundtrip(tmp_path):
     save_checkpoint(path, state)
     loaded = load_checkpoint(path, torch.device("cpu"))
     assert loaded["round"] == 3 and torch.equal(loaded["clients"][1]["c"][0], torch.ones(1))
+
+
+def test_rounds_to_target_is_the_first_evaluated_round_reaching_it():
+    from fedbench.engine.loop import rounds_to_target
+
+    rows = [{"round": r, "test_acc": acc} for r, acc in ((0, 10.0), (5, 60.0), (10, 80.0))]
+    assert rounds_to_target(rows, 60.0) == 5
+    assert rounds_to_target(rows, 79.9) == 10
+    assert rounds_to_target(rows, 95.0) is None
+    assert rounds_to_target(rows, None) is None

@@ -44,3 +44,37 @@ def test_vit_tiny_appendix_c_shape():
 def test_image_model_on_flat_input_is_an_error():
     with pytest.raises(FedbenchError, match="logreg"):
         build_model(ModelConfig(name="cnn"), (32,), 10)
+
+
+def test_resnet18_group_norm_groups_follow_the_config():
+    from torch import nn
+
+    from fedbench.config import ModelConfig
+    from fedbench.models import build_model
+
+    model = build_model(ModelConfig(name="resnet18", norm="gn", norm_groups=2), (3, 32, 32), 10)
+    groups = {m.num_groups for m in model.modules() if isinstance(m, nn.GroupNorm)}
+    assert groups == {2}
+    default = build_model(ModelConfig(name="resnet18", norm="gn"), (3, 32, 32), 10)
+    assert {m.num_groups for m in default.modules() if isinstance(m, nn.GroupNorm)} == {32}
+
+
+def test_leaf_models_shapes_and_sizes():
+    import torch
+    from torch import nn
+
+    from fedbench.config import ModelConfig
+    from fedbench.models import build_model, count_trainable
+
+    femnist = build_model(ModelConfig(name="leaf_femnist_cnn"), (1, 28, 28), 62)
+    assert femnist(torch.zeros(2, 1, 28, 28)).shape == (2, 62)
+    # LEAF's FEMNIST CNN: 832 + 51264 + 3136*2048+2048 + 2048*62+62 parameters
+    assert count_trainable(femnist) == 832 + 51264 + 3136 * 2048 + 2048 + 2048 * 62 + 62
+    celeba = build_model(ModelConfig(name="leaf_celeba_cnn"), (3, 84, 84), 2)
+    assert celeba(torch.zeros(2, 3, 84, 84)).shape == (2, 2)
+    assert celeba[-1].in_features == 32 * 6 * 6  # 84 -> 42 -> 21 -> 11 -> 6 (TF "same" pools)
+    assert any(isinstance(m, nn.BatchNorm2d) for m in celeba.modules())
+    lstm = build_model(ModelConfig(name="char_lstm"), (80,), 80)
+    assert lstm(torch.randint(0, 80, (2, 80), dtype=torch.uint8)).shape == (2, 80)
+    assert lstm.embed.embedding_dim == 8
+    assert (lstm.lstm.hidden_size, lstm.lstm.num_layers) == (256, 2)

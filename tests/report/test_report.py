@@ -176,3 +176,27 @@ def test_table_note_is_printed_under_the_table(tmp_path: Path):
     report = build_report(tmp_path / plan.name)
     assert (tmp_path / plan.name / "table.md").read_text().rstrip().endswith(data["note"])
     assert report.rich.caption == data["note"]
+
+
+def test_rounds_to_target_counts_unreached_runs_and_never_averages_them(table_folder: Path):
+    # Local SGD reaches the target in rounds 2 and 1 (seeds 0, 1); seed 2 never does.
+    reached = {("Local SGD", 0): 2, ("Local SGD", 1): 1, ("Local SGD", 2): None}
+    plan = json.loads((table_folder / "plan.json").read_text())
+    plan["table"]["metrics"] = ["test_acc", "best_test_acc", "rounds_to_target"]
+    (table_folder / "plan.json").write_text(json.dumps(plan))
+    for run in plan["runs"]:
+        path = table_folder.parent / "runs" / run["run_id"] / "summary.json"
+        summary = json.loads(path.read_text())
+        summary["rounds"] = 2
+        summary["best"] = {"round": 2, "test_acc": 77.0 + run["seed"]}
+        summary["rounds_to_target"] = reached.get((run["method"], run["seed"]))
+        path.write_text(json.dumps(summary))
+    s = build_report(table_folder).summary
+    cells = s[(s["metric"] == "rounds_to_target") & (s["partition.alpha"] == 0.6)]
+    local = cells[cells["method"] == "Local SGD"].iloc[0]
+    assert local["n"] == 2 and local["mean"] == 1.5 and local["not_reached"] == 1
+    assert local["cell"].startswith("2 ± 1 (1 of 3 not reached in 2 rounds")
+    never = cells[cells["method"] == "FedAdamW"].iloc[0]
+    assert never["cell"] == "not reached in 2 rounds (3 runs)" and math.isnan(never["mean"])
+    best = s[(s["metric"] == "best_test_acc") & (s["method"] == "FedAdamW")].iloc[0]
+    assert best["mean"] == pytest.approx(78.0)  # seeds 0-2: 77, 78, 79

@@ -90,6 +90,26 @@ def test_preset_mapping_replaces_grid_values_but_keeps_the_column():
     assert [r.cfg.model.name for r in runs] == ["cnn", "logreg"]
 
 
+def test_preset_column_overrides_follow_the_grid_value_after_the_preset() -> None:
+    t = table(
+        grid={"partition.alpha": [0.6, 0.1]},
+        column_overrides={"partition.alpha": {0.6: {"eval.target": 81.0}}},
+        presets={
+            "q": {
+                "eval.target": 20.0,
+                "column_overrides": {"partition.alpha": {0.1: {"eval.target": 30.0}}},
+            },
+        },
+    )
+    runs = expand(t, seeds=1, methods=["FedAdamW"]).runs
+    assert [r.cfg.eval.target for r in runs] == [81.0, None]
+    quick = expand(t, preset="q", seeds=1, methods=["FedAdamW"]).runs
+    assert [r.cfg.eval.target for r in quick] == [20.0, 30.0]  # preset, then its column
+    bad = table(presets={"q": {"column_overrides": {"model.name": {"cnn": {}}}}})
+    with pytest.raises(FedbenchError, match="column_overrides"):
+        expand(bad, preset="q")
+
+
 def test_seeds_and_methods_selection():
     t = table(seeds=[3, 4, 5])
     plan = expand(t, seeds=2, methods=["FedAdamW"])
