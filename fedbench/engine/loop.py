@@ -91,6 +91,15 @@ def _to_device(state: Any, device: torch.device) -> Any:
     return state
 
 
+def client_state_device(store: str, compute: torch.device) -> torch.device:
+    """Where the per-client state store lives between rounds (`runtime.client_state_device`):
+    `cpu`, `device` (beside the model), or `auto`: the CPU when the model is on an accelerator,
+    because N model-sized states rarely fit beside it."""
+    if store == "cpu" or (store == "auto" and compute.type != "cpu"):
+        return torch.device("cpu")
+    return compute
+
+
 def round_diagnostics(
     agg: Aggregator, mean: dict[str, list[Tensor]], v_means: list[Tensor]
 ) -> dict[str, Any]:
@@ -119,11 +128,7 @@ class Engine:
         self.global_buffers = [b.detach().clone() for b in self.buffers]
         self.server: State = setup.algorithm.init_server_state(self.x)
         self.client_states: dict[int, State] = {}
-        store = self.cfg.runtime.client_state_device
-        on_gpu = setup.device.type != "cpu"
-        self.state_device = (
-            torch.device("cpu") if store == "cpu" or (store == "auto" and on_gpu) else setup.device
-        )
+        self.state_device = client_state_device(self.cfg.runtime.client_state_device, setup.device)
         self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
         self.forward = torch.compile(model) if self.cfg.runtime.compile else model
         self.autocast = torch.bfloat16 if self.cfg.runtime.precision == "bf16" else None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def scaffold_reference(problem, rounds, K, lrs, sampled, wd, eta_g=1.0):

@@ -142,19 +142,26 @@ def test_parity_logreg_unequal_clients_full_batch(tmp_path: Path) -> None:
     _assert_same(data, tmp_path)
 
 
-def test_batchnorm_falls_back_to_sequential(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize("norm", ["bn", "gn"])
+def test_batchnorm_falls_back_to_sequential(norm: str, tmp_path: Path, capsys) -> None:
+    """BatchNorm keeps per-client running statistics: the vectorised engine refuses it with a
+    note and the sequential engine runs; the same model with GroupNorm is vectorised."""
     data = _config(
         {"name": "fedavg"},
-        data={"name": "synthetic"},
-        model={"name": "resnet18", "norm": "bn"},
+        model={"name": "resnet18", "norm": norm},
         runtime={"engine": "vectorized"},
     )
-    data["data"] = {"name": "digits"}
     setup = prepare_run(parse_run_config(data))
-    assert vectorized_unsupported(setup) is not None
     engine = select_engine(setup, RunFolder(tmp_path), None)
-    assert type(engine) is Engine
-    assert "sequential" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    if norm == "bn":
+        assert "BatchNorm" in (vectorized_unsupported(setup) or "")
+        assert type(engine) is Engine
+        assert "using the sequential engine" in err and "BatchNorm" in err
+    else:
+        assert vectorized_unsupported(setup) is None
+        assert type(engine) is VectorizedEngine
+        assert err == ""
 
 
 def test_fp32_smoke_relative_difference(tmp_path: Path) -> None:

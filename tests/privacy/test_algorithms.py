@@ -16,7 +16,11 @@ from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.config import parse_run_config
 from fedbench.engine import train
 from fedbench.privacy.algorithms import PLAIN_DP_BASES, laplacian_smooth, register_dp
+from tests.algorithms.harness import EPS, Problem, assert_close, make, run_federated
+from tests.algorithms.test_fedadamw import fedadamw_by_hand
 
+#: The measured default of dp_fedadamw's debias_floor (docs/privacy.md).
+DEFAULT_FLOOR = 0.0
 SPEC = ParamSpec(names=["w", "b"], shapes=[torch.Size([3, 4]), torch.Size([3])], heads={})
 
 
@@ -86,18 +90,78 @@ def test_dp_fedadamw_without_noise_or_debias_is_fedadamw() -> None:
     assert all(torch.equal(a, b) for a, b in zip(no_debias, plain_noisy, strict=True))
 
 
-def test_dp_fedadamw_debias_matches_the_formula_on_one_step() -> None:
+@pytest.mark.parametrize("floor", [0.0, 0.1, 1.0])
+def test_dp_fedadamw_floored_denominator_by_hand(floor: float) -> None:
+    """One step (k = t = 1: m_hat = g, v_hat = g^2) with Phi = s^2 = 0.04: coordinates 0 and 3
+    have v_hat above Phi (denominator sqrt(v_hat - Phi) + eps unless f*Phi is larger), 1 and 2
+    below it (denominator sqrt(f*Phi) + eps; eps alone at f = 0)."""
     cls = ALGORITHMS.get("dp_fedadamw")
-    params = cls.Params(lr=0.1, alpha=0.0, weight_decay=0.0, eps=1e-8)
+    lr, eps, s = 0.1, 1e-3, 0.2
+    params = cls.Params(lr=lr, alpha=0.0, weight_decay=0.0, eps=eps, debias_floor=floor)
     alg = cls(params, ParamSpec(["w"], [torch.Size([4])], {}), num_clients=1)
     y = [torch.zeros(4, dtype=torch.float64)]
-    local = alg.client_begin(y, alg.init_server_state(y), None, RoundInfo(0, 0.1, 1, 1, 1))
-    g = torch.tensor([0.5, -0.1, 0.05, 2.0], dtype=torch.float64)
-    s = 0.2
-    alg.local_step(y, [g.clone()], local, 1, RoundInfo(0, 0.1, 1, 1, 1, grad_noise_std=s))
-    # k = t = 1: m_hat = g, v_hat = g^2.
-    expected = -0.1 * g / (torch.sqrt(torch.clamp(g**2 - s**2, min=0)) + 1e-8)
-    torch.testing.assert_close(y[0], expected)
+    info = RoundInfo(0, lr, 1, 1, 1, grad_noise_std=s)
+    local = alg.client_begin(y, alg.init_server_state(y), None, info)
+    g = [0.5, -0.1, 0.05, 2.0]
+    alg.local_step(y, [torch.tensor(g, dtype=torch.float64)], local, 1, info)
+    phi = s * s
+    expected = [-lr * gi / (math.sqrt(max(gi * gi - phi, floor * phi)) + eps) for gi in g]
+    torch.testing.assert_close(
+        y[0], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=1e-12
+    )
+    if floor == 0.0:  # the paper's literal form: noise-dominated coordinates step by lr*g/eps
+        assert y[0][1].item() == pytest.approx(lr * 0.1 / eps, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("floor", "v_bias_correction"), [(0.0, "global"), (0.1, "global"), (0.01, "local")]
+)
+def test_dp_fedadamw_three_rounds_by_hand(floor: float, v_bias_correction: str) -> None:
+    """FedAdamW's rounds with the denominator sqrt(max(v_hat - Phi, f*Phi)) + eps (exact
+    gradients; the rule only needs to know the noise std sigma*C/B)."""
+    problem, K, wd, alpha, b1, b2, s = Problem(), 3, 0.05, 0.5, 0.8, 0.95, 0.3
+    lrs = [0.02, 0.01, 0.015]
+    fields = {"weight_decay": wd, "alpha": alpha, "beta1": b1, "beta2": b2, "eps": EPS}
+    alg = make("dp_fedadamw", debias_floor=floor, v_bias_correction=v_bias_correction, **fields)
+    x, server, _ = run_federated(
+        alg, problem, rounds=3, local_steps=K, lr=lambda r: lrs[r], noise_std=s
+    )
+    phi = s * s
+
+    def floored(v_hat: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(torch.maximum(v_hat - phi, torch.full_like(v_hat, floor * phi))) + EPS
+
+    ref, v_bar = fedadamw_by_hand(
+        problem,
+        lrs,
+        K,
+        wd=wd,
+        alpha=alpha,
+        b1=b1,
+        b2=b2,
+        v_bias_correction=v_bias_correction,
+        denominator=floored,
+    )
+    assert_close(x, ref)
+    assert_close(server["v_bar"], v_bar)
+
+
+def test_dp_fedadamw_without_noise_is_fedadamw_by_hand() -> None:
+    """sigma = 0 (or debias false): FedAdamW's denominator sqrt(v_hat) + eps."""
+    problem, K, lrs = Problem(), 2, [0.02, 0.01]
+    fields = {"weight_decay": 0.05, "alpha": 0.5, "beta1": 0.8, "beta2": 0.95}
+    ref, _ = fedadamw_by_hand(problem, lrs, K, wd=0.05, alpha=0.5, b1=0.8, b2=0.95)
+    for noise_std, debias in ((0.0, True), (0.3, False)):
+        alg = make("dp_fedadamw", debias=debias, eps=EPS, **fields)
+        x, _, _ = run_federated(
+            alg, problem, rounds=2, local_steps=K, lr=lambda r: lrs[r], noise_std=noise_std
+        )
+        assert_close(x, ref)
+
+
+def test_dp_fedadamw_default_floor_is_the_measured_one() -> None:
+    """docs/privacy.md, "Choosing debias_floor": the smallest f that never blew up."""
+    assert ALGORITHMS.get("dp_fedadamw").Params().debias_floor == DEFAULT_FLOOR
 
 
 def test_laplacian_smoothing_inverts_the_circulant_operator() -> None:
