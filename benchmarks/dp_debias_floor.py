@@ -118,8 +118,18 @@ def _train(task: tuple[dict, Path, str]) -> str:
     return label
 
 
+#: Training order: the runs that decide the default first (the machine may be slow).
+PRIORITY = ["f=0.01", "f=0", "f=0.1", "f=1", "local (f=0)", "DP-LocalAdamW", "DP-FedAvg"]
+
+
+def _priority(job: Job) -> tuple[int, int]:
+    rank = PRIORITY.index(job.variant)
+    return (rank, 0 if job.table == "fmnist" else 1) if rank < 2 else (2 + rank, 0)
+
+
 def run_all(jobs: list[Job], workers: int) -> None:
     unique = list({job.run_dir: job for job in jobs}.values())  # tables share identical cells
+    unique.sort(key=_priority)
     print(f"{len(jobs)} cells, {len(unique)} distinct runs", flush=True)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         tasks = [
@@ -190,7 +200,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--seeds", type=int, default=1, help="seeds of the quick presets")
-    parser.add_argument("--fmnist-seeds", type=int, default=2)
+    parser.add_argument("--fmnist-seeds", type=int, default=1)
     parser.add_argument("--fmnist-root", default=None, help="folder holding fashion-mnist/")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--summary-only", action="store_true")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -223,6 +222,7 @@ def _metrics(out: Path, cfg_dict: dict) -> list[dict]:
     return rows
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize(
     ("name", "lr"), [("fedavg", 0.1), ("local_adamw", 1e-3), ("fedadamw", 1e-3)]
 )
@@ -247,6 +247,7 @@ def test_noiseless_unclipped_dp_twin_reproduces_the_algorithm(
         assert "epsilon" in b and "epsilon" not in a
 
 
+@pytest.mark.engine
 def test_dp_run_writes_epsilon_to_metrics_and_summary(tmp_path: Path) -> None:
     cfg = {
         **BASE,
@@ -262,41 +263,30 @@ def test_dp_run_writes_epsilon_to_metrics_and_summary(tmp_path: Path) -> None:
     assert all(math.isfinite(row["train_loss"]) for row in rows)
 
 
-def test_batchnorm_model_is_refused_with_exit_code_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from fedbench.cli import main
-
-    argv = ["fedbench", "train", "--out", str(tmp_path)]
+@pytest.mark.engine
+def test_batchnorm_model_is_refused_with_exit_code_2(tmp_path: Path, run_cli) -> None:
+    args = ["train", "--out", str(tmp_path)]
     for item in (
         "model.name=resnet18",
         "model.norm=bn",
         "algorithm.name=dp_fedavg",
         "partition.clients=2",
     ):
-        argv += ["--set", item]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
+        args += ["--set", item]
+    code, _, err = run_cli(*args)
+    assert code == 2
+    err = err.strip()
     assert err.count("\n") == 0 and "use model.norm gn" in err
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_epsilon_command_prints_the_budget(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from fedbench.cli import main
-
-    argv = ["fedbench", "epsilon", "--client-size", "1000"]
+@pytest.mark.engine
+def test_epsilon_command_prints_the_budget(run_cli) -> None:
+    args = ["epsilon", "--client-size", "1000"]
     for item in ("algorithm.name=dp_fedavg", "privacy.target_epsilon=2.0", "fl.batch_size=50"):
-        argv += ["--set", item]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 0
-    out = capsys.readouterr().out
+        args += ["--set", item]
+    code, out, _ = run_cli(*args)
+    assert code == 0
     assert "calibrated to target_epsilon 2" in out
     eps = float(out.split()[1])
     assert abs(eps - 2.0) / 2.0 < 0.01
