@@ -114,17 +114,16 @@ def _train(task: tuple[dict, Path, str]) -> str:
     import time and do not pickle)."""
     data, out, label = task
     torch.set_num_threads(1)  # two single-threaded runs at a time: the machine has 2 cores
-    train(parse_run_config(data), out)
-    return label
+    result = train(parse_run_config(data), out)  # skips a run finished in the meantime
+    return f"{label}: {result.status}"
 
 
 #: Training order: the runs that decide the default first (the machine may be slow).
-PRIORITY = ["f=0.01", "f=0", "f=0.1", "f=1", "local (f=0)", "DP-LocalAdamW", "DP-FedAvg"]
+PRIORITY = ["f=0.01", "f=0.1", "f=1", "DP-LocalAdamW", "DP-FedAvg", "f=0", "local (f=0)"]
 
 
-def _priority(job: Job) -> tuple[int, int]:
-    rank = PRIORITY.index(job.variant)
-    return (rank, 0 if job.table == "fmnist" else 1) if rank < 2 else (2 + rank, 0)
+def _priority(job: Job) -> int:
+    return PRIORITY.index(job.variant)
 
 
 def run_all(jobs: list[Job], workers: int) -> None:
@@ -203,13 +202,18 @@ def main() -> None:
     parser.add_argument("--fmnist-seeds", type=int, default=1)
     parser.add_argument("--fmnist-root", default=None, help="folder holding fashion-mnist/")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", choices=["fmnist", "quick"], default=None, help="train one part")
+    parser.add_argument("--variants", default=None, help="comma-separated variants to train")
     parser.add_argument("--summary-only", action="store_true")
     args = parser.parse_args()
     out = args.out.resolve()
     jobs = _fmnist_jobs(out, args.fmnist_seeds, args.fmnist_root) if args.fmnist_root else []
     jobs += _quick_jobs(out, args.seeds)
     if not args.summary_only:
-        run_all(jobs, args.workers)
+        part = [
+            j for j in jobs if args.only is None or (j.table == "fmnist") == (args.only == "fmnist")
+        ]
+        run_all(part, args.workers)
     print(summary(jobs))
 
 

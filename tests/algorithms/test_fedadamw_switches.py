@@ -185,6 +185,15 @@ def test_global_bias_correction_keeps_v_hat_at_the_gradient_scale():
     assert torch.all(step_loc < step_glob / 2)
 
 
+def test_v_block_means_are_the_restored_v_bar_at_round_start():
+    problem = Problem()
+    alg = make("fedadamw", eps=EPS)
+    _, server, _ = run_federated(alg, problem, rounds=1, local_steps=2, lr=1e-2)
+    local = alg.client_begin(problem.x0(), server, None, RoundInfo(1, 1e-2, 2, 3, 3))
+    assert_close(alg.v_block_means(local), server["v_bar"])
+    assert float(server["v_bar"].min()) > 0
+
+
 def test_block_partition_means_and_expand():
     part = build_partition("tensor", SHAPES)
     v = [torch.arange(6.0).reshape(3, 2), torch.tensor([1.0, 3.0])]

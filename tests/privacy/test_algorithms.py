@@ -180,24 +180,56 @@ def test_laplacian_smoothing_inverts_the_circulant_operator() -> None:
     )
 
 
+def test_dp_fedavg_ls_local_step_by_hand() -> None:
+    """y <- y - lr * (LS(g) + lambda*y), LS = solve((1 + 2 sigma) I - sigma (shift + shift^T))
+    per tensor; a one-element tensor is left as it is."""
+    cls = ALGORITHMS.get("dp_fedavg_ls")
+    lr, wd, sigma = 0.1, 0.05, 0.7
+    spec = ParamSpec(["w", "b"], [torch.Size([7]), torch.Size([1])], {})
+    alg = cls(cls.Params(lr=lr, weight_decay=wd, sigma_ls=sigma), spec, num_clients=1)
+    gen = torch.Generator().manual_seed(1)
+    y = [
+        torch.randn(7, generator=gen, dtype=torch.float64),
+        torch.tensor([0.3], dtype=torch.float64),
+    ]
+    g = [
+        torch.randn(7, generator=gen, dtype=torch.float64),
+        torch.tensor([-2.0], dtype=torch.float64),
+    ]
+    a = torch.eye(7, dtype=torch.float64) * (1 + 2 * sigma)
+    for i in range(7):
+        a[i, (i + 1) % 7] -= sigma
+        a[i, (i - 1) % 7] -= sigma
+    expected = [
+        y[0] - lr * (torch.linalg.solve(a, g[0]) + wd * y[0]),
+        y[1] - lr * (g[1] + wd * y[1]),
+    ]
+    alg.local_step(y, [t.clone() for t in g], {}, 1, RoundInfo(0, lr, 1, 1, 1))
+    for got, want in zip(y, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+
+
 def test_dp_fedsam_uses_two_gradients_per_step() -> None:
+    """e = rho * g1/||g1|| with g1 at y; g2 at y + e; y <- y - lr * (g2 + lambda*y)."""
     cls = ALGORITHMS.get("dp_fedsam")
     assert cls.gradients_per_step == 2
-    alg = cls(cls.Params(lr=0.1, weight_decay=0.0, rho=0.5), SPEC, num_clients=1)
-    y = [torch.ones(s) for s in SPEC.shapes]
+    lr, wd, rho = 0.1, 0.2, 0.5
+    alg = cls(cls.Params(lr=lr, weight_decay=wd, rho=rho), SPEC, num_clients=1)
+    y = [torch.ones(s, dtype=torch.float64) for s in SPEC.shapes]
     seen: list[list[torch.Tensor]] = []
 
     def gradient() -> list[torch.Tensor]:
         seen.append([t.clone() for t in y])
-        return [t.clone() for t in y]  # gradient of 0.5 ||y||^2
+        return [2.0 * t.clone() for t in y]  # gradient of ||y||^2
 
-    info = RoundInfo(0, 0.1, 1, 1, 1)
-    alg.local_step_with_oracle(y, gradient, {}, 1, info)
+    alg.local_step_with_oracle(y, gradient, {}, 1, RoundInfo(0, lr, 1, 1, 1))
     assert len(seen) == 2
-    norm = math.sqrt(15)
-    e = 0.5 / norm
-    torch.testing.assert_close(seen[1][0], torch.full((3, 4), 1 + e))  # g2 taken at y + e
-    torch.testing.assert_close(y[0], torch.full((3, 4), 1 - 0.1 * (1 + e)))
+    e = rho * 2.0 / math.sqrt(4.0 * 15)  # g1 = 2 on 15 coordinates
+    torch.testing.assert_close(seen[1][0], torch.full((3, 4), 1 + e, dtype=torch.float64))
+    expected = 1 - lr * (2 * (1 + e) + wd * 1.0)
+    torch.testing.assert_close(
+        y[0], torch.full((3, 4), expected, dtype=torch.float64), atol=1e-12, rtol=1e-12
+    )
 
 
 # --- end to end through the engine -------------------------------------------------------------
