@@ -42,8 +42,11 @@ def build_report(folder: Path, runs_root: Path | None = None) -> Report:
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
     summary.drop(columns=["cell", "paper"]).to_csv(files[0], index=False)
     wide.to_csv(files[1], index=False)
-    files[2].write_text(to_markdown(wide, best, title))
+    note = f"\n{table.note.strip()}\n" if table.note else ""  # the table config's `note:`
+    files[2].write_text(to_markdown(wide, best, title) + note)
     files[3].write_text(to_latex(wide, best, title))
     if plot_curves(curves, folder / "curves.png", title, list(table.methods)):
         files.append(folder / "curves.png")
-    return Report(folder, summary, wide, to_rich(wide, best, title), files)
+    rich = to_rich(wide, best, title)
+    rich.caption = table.note.strip() or None
+    return Report(folder, summary, wide, rich, files)

@@ -5,10 +5,47 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from fedbench.report.tables import setting_label
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+
+
+def _plot_method(ax: Axes, runs: pd.DataFrame, metric: str, color: str) -> None:
+    """One method's mean over seeds per round with a +-1 std band (nothing without data)."""
+    data = runs.dropna(subset=[metric])
+    if data.empty:
+        return
+    stats = data.groupby("round")[metric].agg(["mean", "std"]).fillna(0.0)
+    method = str(data["method"].iloc[0])
+    ax.plot(stats.index, stats["mean"], label=method, color=color, lw=1.5)
+    ax.fill_between(
+        stats.index,
+        stats["mean"] - stats["std"],
+        stats["mean"] + stats["std"],
+        color=color,
+        alpha=0.2,
+        lw=0,
+    )
+
+
+def _legend_entries(axes: Iterable[Axes]) -> tuple[list[Artist], list[str]]:
+    """Every method drawn in any panel, once, in order of first appearance."""
+    handles: list[Artist] = []
+    labels: list[str] = []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    return handles, labels
 
 
 def plot_curves(curves: pd.DataFrame, path: Path, title: str, methods: list[str]) -> bool:
@@ -36,20 +73,7 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, methods: list[str]
         for row, (metric, label) in enumerate(metrics):
             ax = axes[row][col]
             for i, method in enumerate(present):
-                data = sub[sub["method"] == method].dropna(subset=[metric])
-                if data.empty:
-                    continue
-                stats = data.groupby("round")[metric].agg(["mean", "std"]).fillna(0.0)
-                color = colors[i % len(colors)]
-                ax.plot(stats.index, stats["mean"], label=method, color=color, lw=1.5)
-                ax.fill_between(
-                    stats.index,
-                    stats["mean"] - stats["std"],
-                    stats["mean"] + stats["std"],
-                    color=color,
-                    alpha=0.2,
-                    lw=0,
-                )
+                _plot_method(ax, sub[sub["method"] == method], metric, colors[i % len(colors)])
             if row == 0:
                 ax.set_title(setting_label(json.loads(setting)), fontsize=10)
             if row == len(metrics) - 1:
@@ -59,12 +83,7 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, methods: list[str]
             if metric == "train_loss":
                 ax.set_yscale("log")
             ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = _legend_entries(axes.flat)
     fig.legend(handles, labels, loc="center right", fontsize=9, frameon=False)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 0.95))

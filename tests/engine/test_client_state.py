@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from fedbench.config import load_run_config
-from fedbench.engine.loop import Engine, _to_device, client_state_device
+from fedbench.engine.client_state import client_state_device, to_device
+from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import prepare_run
 
@@ -15,7 +16,7 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 
 def test_to_device_moves_nested_states() -> None:
     state = {"c": [torch.ones(2), torch.zeros(3)], "n": 3}
-    moved = _to_device(state, torch.device("meta"))
+    moved = to_device(state, torch.device("meta"))
     assert moved["n"] == 3 and all(t.device.type == "meta" for t in moved["c"])
     assert all(t.device.type == "cpu" for t in state["c"])  # the original is not moved
 
