@@ -144,17 +144,19 @@ def run_all(jobs: list[Job], workers: int) -> None:
             print(f"[{i}/{len(tasks)}] {done}", flush=True)
 
 
-def _run_stats(run_dir: Path) -> tuple[float, float]:
-    """(final test_acc, max train_loss / round-0 train_loss); inf when the loss is not finite."""
+def _run_stats(run_dir: Path) -> tuple[float | None, float]:
+    """(final test_acc, or None while the run is unfinished; max train_loss / round-0
+    train_loss so far, inf when the loss is not finite)."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "train_loss" in r]
     first = rows[0]["train_loss"]
     worst = max(r["train_loss"] for r in rows)
     ratio = worst / first if math.isfinite(worst) else math.inf
-    return rows[-1]["test_acc"], ratio
+    finished = (run_dir / "summary.json").is_file()
+    return (rows[-1]["test_acc"] if finished else None), ratio
 
 
-def _collect(jobs: list[Job]) -> dict[tuple[str, str], list[tuple[float, float]]]:
+def _collect(jobs: list[Job]) -> dict[tuple[str, str], list[tuple[float | None, float]]]:
     """(table, variant) -> [(final acc, loss ratio)] of its distinct runs (cells x seeds)."""
     runs: dict[tuple[str, str], set[Path]] = defaultdict(set)
     for job in jobs:
@@ -181,11 +183,13 @@ def summary(jobs: list[Job]) -> str:
             if not stats:
                 row.append("-")
                 continue
-            acc = sum(a for a, _ in stats) / len(stats)
             ratio = max(r for _, r in stats)
             worst[v] = max(worst[v], ratio)
             mark = "*" if ratio > BLOWUP else ""
-            row.append(f"{acc:.1f}{mark} ({len(stats)})")
+            done = [a for a, _ in stats if a is not None]
+            acc = f"{sum(done) / len(done):.1f}{mark} ({len(done)})" if done else f"-{mark}"
+            unfinished = len(stats) - len(done)
+            row.append(acc + (f" +{unfinished} unfinished" if unfinished else ""))
         lines.append(f"| {table} | " + " | ".join(row) + " |")
     lines.append(
         "| max train loss / round 0 | "
