@@ -153,7 +153,8 @@ def _run_stats(run_dir: Path) -> tuple[float | None, float]:
     worst = max(r["train_loss"] for r in rows)
     ratio = worst / first if math.isfinite(worst) else math.inf
     finished = (run_dir / "summary.json").is_file()
-    return (rows[-1]["test_acc"] if finished else None), ratio
+    last = max(rows, key=lambda r: r["round"])
+    return (last["test_acc"] if finished else None), ratio
 
 
 def _collect(jobs: list[Job]) -> dict[tuple[str, str], list[tuple[float | None, float]]]:
@@ -214,8 +215,12 @@ def main() -> None:
     jobs = _fmnist_jobs(out, args.fmnist_seeds, args.fmnist_root) if args.fmnist_root else []
     jobs += _quick_jobs(out, args.seeds)
     if not args.summary_only:
+        chosen = args.variants.split(",") if args.variants else PRIORITY
         part = [
-            j for j in jobs if args.only is None or (j.table == "fmnist") == (args.only == "fmnist")
+            j
+            for j in jobs
+            if (args.only is None or (j.table == "fmnist") == (args.only == "fmnist"))
+            and j.variant in chosen
         ]
         run_all(part, args.workers)
     print(summary(jobs))
