@@ -199,17 +199,30 @@ def test_dp_fedadamw_default_floor_is_the_measured_one() -> None:
     assert ALGORITHMS.get("dp_fedadamw").Params().debias_floor == DEFAULT_FLOOR
 
 
-def test_laplacian_smoothing_inverts_the_circulant_operator() -> None:
-    n, sigma = 7, 1.0
-    g = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    # A = I + sigma * L with L the periodic 1-D Laplacian (2 on the diagonal, -1 beside it).
+def _smoothing_matrix(n: int, sigma: float) -> torch.Tensor:
+    """A = I + sigma * L with L the periodic 1-D Laplacian (2 on the diagonal, -1 beside it)."""
     a = torch.eye(n, dtype=torch.float64) * (1 + 2 * sigma)
     for i in range(n):
         a[i, (i + 1) % n] -= sigma
         a[i, (i - 1) % n] -= sigma
-    torch.testing.assert_close(laplacian_smooth(g, sigma), torch.linalg.solve(a, g))
+    return a
+
+
+@pytest.mark.parametrize(("n", "sigma"), [(7, 1.0), (7, 0.35), (8, 2.0), (2, 1.0)])
+def test_laplacian_smoothing_inverts_the_circulant_operator(n: int, sigma: float) -> None:
+    g = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    got = laplacian_smooth(g, sigma)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(
+        got, torch.linalg.solve(_smoothing_matrix(n, sigma), g), atol=1e-12, rtol=1e-12
+    )
+
+
+def test_laplacian_smoothing_leaves_scalars_and_sigma_zero_alone_and_keeps_shapes() -> None:
     scalar = torch.tensor([3.0])
-    assert laplacian_smooth(scalar, sigma) is scalar
+    assert laplacian_smooth(scalar, 1.0) is scalar
+    g = torch.randn(5, dtype=torch.float64)
+    assert laplacian_smooth(g, 0.0) is g
     m = torch.randn(2, 3, dtype=torch.float64)
     torch.testing.assert_close(
         laplacian_smooth(m, 0.5), laplacian_smooth(m.flatten(), 0.5).reshape(2, 3)
@@ -232,10 +245,7 @@ def test_dp_fedavg_ls_local_step_by_hand() -> None:
         torch.randn(7, generator=gen, dtype=torch.float64),
         torch.tensor([-2.0], dtype=torch.float64),
     ]
-    a = torch.eye(7, dtype=torch.float64) * (1 + 2 * sigma)
-    for i in range(7):
-        a[i, (i + 1) % 7] -= sigma
-        a[i, (i - 1) % 7] -= sigma
+    a = _smoothing_matrix(7, sigma)
     expected = [
         y[0] - lr * (torch.linalg.solve(a, g[0]) + wd * y[0]),
         y[1] - lr * (g[1] + wd * y[1]),

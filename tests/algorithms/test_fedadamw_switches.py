@@ -141,6 +141,7 @@ def test_communication_counts():
     assert make("fedadamw", v_agg="full").comm_up() == 2 * d
     assert make("fedadamw", v_agg="none").comm_up() == d
     assert make("fedadamw", v_agg="full", m_agg=True).comm_up() == 3 * d
+    assert make("fedadamw", v_agg="full", m_agg=True).comm_down() == 4 * d
     assert make("fedadamw", blocks="global").comm_up() == d + 1
 
 
