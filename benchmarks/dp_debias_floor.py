@@ -1,17 +1,19 @@
-"""Measure DP-FedAdamW's `debias_floor` f:
-`python benchmarks/dp_debias_floor.py OUT [--seeds 1] [--fmnist-root DIR --fmnist-seeds 2]`.
+"""Measure DP-FedAdamW's `debias_floor` f (docs/privacy.md, "Choosing debias_floor"):
+`python benchmarks/dp_debias_floor.py OUT [--seeds 1] [--fmnist-root DIR --fmnist-seeds 1]
+[--only quick|fmnist] [--variants f=0.1,f=1,...] [--summary-only]`.
 
 Run from the repository root. On every DP quick preset (configs/dp/*.yaml) it trains the rows whose
 algorithm is dp_fedadamw once per variant (f in {0, 0.01, 0.1, 1}, and `v_bias_correction: local`
 at f = 0, the DP paper's Algorithm 1 line 15) in OUT/<variant>/, and the DP-LocalAdamW and
 DP-FedAvg rows in OUT/baselines/; cells that several tables share are trained once. Every run
 evaluates each round (`eval.every=1`) so that a loss spike between the preset's evaluations is
-seen. With `--fmnist-root` (a folder holding fashion-mnist/), Fashion-MNIST first
-(benchmarks/dp_debias_floor.yaml) in OUT/fmnist/. Runs go two at a time, single-threaded; a
-finished run is not trained again, so `--summary-only` (or a rerun) only prints the table: mean
-final test accuracy per (table, variant) and, last line, the largest train loss of any run
-relative to its round-0 value (the criterion that picks the default f: never above 3x; cells
-above it are starred).
+seen. With `--fmnist-root` (a folder holding fashion-mnist/) it also trains Fashion-MNIST
+(benchmarks/dp_debias_floor.yaml) in OUT/fmnist/. Runs go `--workers` at a time (2),
+single-threaded, the variants that decide the default first; a finished run is not trained
+again. `--only` and `--variants` restrict what is trained. Last, it prints the table: the mean
+final test accuracy per (table, variant) over finished runs and, last line, the largest train
+loss of any run (unfinished ones included) relative to its round-0 value: the criterion that
+picks the default f is "never above 3x"; cells above it are starred.
 """
 
 from __future__ import annotations
