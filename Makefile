@@ -24,10 +24,11 @@ lint: install
 test: install lint
 	$(BIN)/python -m pytest -q
 
-# Mutation testing of the update rules and the DP code (not in CI: tens of minutes on 2 cores).
-# mutmut mutates fedbench/algorithms/ and fedbench/privacy/ in a copy under mutants/ and runs
-# tests/algorithms and tests/privacy (without the slow end-to-end ones) against each mutant;
-# `mutmut results` lists the survivors, `mutmut show NAME` one diff ([tool.mutmut], pyproject.toml).
+# Mutation testing of the update rules and the DP code (not in CI: about 2000 mutants, an hour or
+# more on 2 cores). mutmut mutates fedbench/algorithms/ and fedbench/privacy/ in a copy under
+# mutants/ and runs tests/algorithms and tests/privacy (without the `slow` and `engine` tests)
+# against each mutant; `mutmut results` lists the survivors, `mutmut show NAME` one diff, and
+# `mutmut run "fedbench.algorithms.dp.*"` runs a part ([tool.mutmut] in pyproject.toml).
 mutation: install
 	nice -n 10 $(BIN)/mutmut run --max-children $(or $(JOBS),2)
 	$(BIN)/mutmut export-cicd-stats
@@ -48,4 +49,4 @@ reproduce: install
 	-for t in $(DP_TABLES); do $(BIN)/fedbench run $$t --out results; done
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache mutants
