@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,6 +16,12 @@ from torch import Tensor
 import fedbench
 from fedbench.algorithms.base import RoundInfo, State
 from fedbench.config import RunConfig
+from fedbench.engine.accelerate import (
+    GraphedForward,
+    apply_precision,
+    cuda_graphs_wanted,
+    use_channels_last,
+)
 from fedbench.engine.aggregation import RoundResults, finish_round
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.client import LocalTraining, run_client
@@ -42,6 +49,9 @@ class Engine:
         self.folder = folder
         self.console = console
         model = setup.model
+        runtime = self.cfg.runtime
+        self.autocast = apply_precision(runtime.precision, setup.device)
+        channels_last = use_channels_last(model, setup.device)  # before x copies the layout
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = _state_buffers(model)
         self.x = [p.detach().clone() for p in self.params]
@@ -50,8 +60,11 @@ class Engine:
         self.client_states: dict[int, State] = {}
         self.state_device = client_state_device(self.cfg.runtime.client_state_device, setup.device)
         self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
-        self.forward = torch.compile(model) if self.cfg.runtime.compile else model
-        self.autocast = torch.bfloat16 if self.cfg.runtime.precision == "bf16" else None
+        self.forward: Callable[[Tensor], Tensor] = (
+            torch.compile(model) if runtime.compile else model
+        )
+        if cuda_graphs_wanted(self.cfg, setup.device):
+            self.forward = GraphedForward(model)
         plan = setup.privacy
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
@@ -65,6 +78,7 @@ class Engine:
             grad_clip=self.cfg.algorithm.grad_clip,
             prepare=setup.prepare,
             autocast=self.autocast,
+            channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
         )
@@ -228,6 +242,11 @@ class Engine:
                         and abs(row["train_loss"]) < float("inf")
                     ):
                         raise DivergedError(f"non-finite training loss in round {done}")
+                stop = self.folder.stop_requested() if evaluated else None
+                if stop is not None:
+                    progress.advance(done, row)
+                    status, error = "stopped", stop
+                    break
                 if (
                     cfg.runtime.checkpoint_every
                     and done % cfg.runtime.checkpoint_every == 0
@@ -264,6 +283,7 @@ class Engine:
             "comm_down": s.algorithm.comm_down(),
             "clients_per_round": len(s.schedule[0]),
             "participation_counts": participation_counts(s.schedule, s.num_clients),
+            "eval_split": "validation" if cfg.data.val_fraction else "test",
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
