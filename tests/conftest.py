@@ -1,8 +1,12 @@
-"""Shared test helpers: invoking the CLI in-process, reading run folders, a tiny table."""
+"""Shared test helpers: invoking the CLI, reading run folders, a tiny table.
+
+The CLI is called one way: in-process through the `run_cli` fixture. Tests that need a real
+process (the console entry point, a SIGKILL) build it with `cli_command` and `cli_env`."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,12 +16,16 @@ import yaml
 
 from fedbench.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 @pytest.fixture
 def run_cli(monkeypatch, capsys):
     """Run `fedbench ARGS...` in-process; returns (exit_code, stdout, stderr)."""
+    monkeypatch.setenv("COLUMNS", "200")  # rich tables wide enough not to wrap
 
     def invoke(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()  # only this call's output
         monkeypatch.setattr(sys, "argv", ["fedbench", *args])
         code = 0
         try:
@@ -28,6 +36,17 @@ def run_cli(monkeypatch, capsys):
         return code, out.out, out.err
 
     return invoke
+
+
+def cli_command(*args: str) -> list[str]:
+    """`python -m fedbench ARGS...` for a real process (with `cli_env()`)."""
+    return [sys.executable, "-m", "fedbench", *args]
+
+
+def cli_env() -> dict[str, str]:
+    """The environment of a real fedbench process: this checkout first on the path."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
 
 
 def read_metrics(run_dir: Path) -> list[dict]:

@@ -1,14 +1,11 @@
 """The CLI: every user error is one line on stderr, exit code 2, no traceback, no run folder."""
 
 import subprocess
-import sys
 
 import pytest
-from typer.testing import CliRunner
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.cli import app
-from tests.conftest import TINY
+from tests.conftest import TINY, cli_command, cli_env
 
 BAD_INPUTS = {
     "unknown algorithm": (["--set", "algorithm.name=fedmagic"], "unknown algorithm 'fedmagic'"),
@@ -84,7 +81,8 @@ def test_list_commands(run_cli):
 def test_console_script_runs_a_tiny_training(tmp_path):
     """The real entry point (`python -m fedbench`) end to end, as a user would call it."""
     proc = subprocess.run(
-        [sys.executable, "-m", "fedbench", "train", *TINY, "--out", str(tmp_path)],
+        cli_command("train", *TINY, "--out", str(tmp_path)),
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -92,16 +90,8 @@ def test_console_script_runs_a_tiny_training(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "completed" in proc.stdout
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fedbench",
-            "train",
-            "--set",
-            "fl.rounds=-1",
-            "--out",
-            str(tmp_path),
-        ],
+        cli_command("train", "--set", "fl.rounds=-1", "--out", str(tmp_path)),
+        env=cli_env(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -109,10 +99,10 @@ def test_console_script_runs_a_tiny_training(tmp_path):
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
-def test_list_algorithms_shows_comm_up_and_state() -> None:
-    result = CliRunner().invoke(app, ["list", "algorithms"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0
-    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if "│" in line}
+def test_list_algorithms_shows_comm_up_and_state(run_cli) -> None:
+    code, out, _ = run_cli("list", "algorithms")
+    assert code == 0
+    lines = {line.split("│")[1].strip(): line for line in out.splitlines() if "│" in line}
     assert set(ALGORITHMS) <= set(lines)
     assert "2d" in lines["scaffold"] and "c_i" in lines["scaffold"]
     assert "d + B" in lines["fedadamw"]

@@ -109,11 +109,13 @@ class FedAdamW(Algorithm):
     @staticmethod
     def _moments_size(p: FedAdamWConfig) -> Floats:
         """v's block means (or all of v) and, with Agg-m, m: sent both ways."""
+        # pragma: no mutate block
         v = {"block_mean": Floats(blocks=1), "full": Floats(d=1), "none": Floats()}[p.v_agg]
         return v + Floats(d=1 if p.m_agg else 0)
 
     @classmethod
     def upload_size(cls, params: FedAdamWConfig) -> Floats:  # type: ignore[override]
+        # pragma: no mutate block
         return Floats(d=1) + cls._moments_size(params)
 
     @classmethod

@@ -56,6 +56,7 @@ class FedLADA(Algorithm):
 
     @classmethod
     def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        # pragma: no mutate block
         return Floats(d=2)  # Delta_i, v_hat_i
 
     @classmethod

@@ -46,6 +46,7 @@ class Scaffold(Algorithm):
 
     @classmethod
     def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        # pragma: no mutate block
         return Floats(d=2)  # Delta_i, Delta_c_i
 
     @classmethod

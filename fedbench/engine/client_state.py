@@ -1,5 +1,5 @@
-"""Per-client algorithm states (nested dicts / lists / tuples of tensors): moving them between
-devices, and stacking them along a leading client dimension for the vectorised engine."""
+"""Per-client algorithm states (nested dicts / lists / tuples of tensors): where the store lives,
+moving them between devices, and stacking them along a leading client dimension for the vectorised engine."""
 
 from __future__ import annotations
 
@@ -18,6 +18,15 @@ def to_device(state: Any, device: torch.device) -> Any:
     if isinstance(state, list | tuple):
         return type(state)(to_device(v, device) for v in state)
     return state
+
+
+def client_state_device(store: str, compute: torch.device) -> torch.device:
+    """Where the per-client state store lives between rounds (`runtime.client_state_device`):
+    `cpu`, `device` (beside the model), or `auto`: the CPU when the model is on an accelerator,
+    because N model-sized states rarely fit beside it."""
+    if store == "cpu" or (store == "auto" and compute.type != "cpu"):
+        return torch.device("cpu")
+    return compute
 
 
 def stack_states(states: list[Any]) -> Any:

@@ -25,7 +25,7 @@ from fedbench.engine.accelerate import (
 from fedbench.engine.aggregation import RoundResults, finish_round
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.client import LocalTraining, run_client
-from fedbench.engine.client_state import to_device
+from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.progress import make_progress
@@ -68,11 +68,7 @@ class Engine:
         self.global_buffers = [b.detach().clone() for b in self.buffers]
         self.server: State = setup.algorithm.init_server_state(self.x)
         self.client_states: dict[int, State] = {}
-        store = self.cfg.runtime.client_state_device
-        on_gpu = setup.device.type != "cpu"
-        self.state_device = (
-            torch.device("cpu") if store == "cpu" or (store == "auto" and on_gpu) else setup.device
-        )
+        self.state_device = client_state_device(self.cfg.runtime.client_state_device, setup.device)
         self.diagnostics: dict[str, float | None] = {
             "client_drift": None,
             "v_spread": None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,11 @@ from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.config import parse_run_config
 from fedbench.engine import train
 from fedbench.registry import Registry
+from tests.algorithms.harness import EPS, Problem, assert_close, make, run_federated
+from tests.algorithms.test_fedadamw import fedadamw_by_hand
 
+#: The measured default of dp_fedadamw's debias_floor (docs/privacy.md).
+DEFAULT_FLOOR = 0.1
 SPEC = ParamSpec(names=["w", "b"], shapes=[torch.Size([3, 4]), torch.Size([3])], heads={})
 
 
@@ -107,10 +110,9 @@ def _fedadamw_round(name: str, noise_std: float, **fields) -> list[torch.Tensor]
 
 def test_dp_fedadamw_debias_never_yields_nan() -> None:
     for std in (1e-1, 1e-3, 1e-6, 10.0):
-        y = _fedadamw_round("dp_fedadamw", std)
-        assert all(torch.isfinite(t).all() for t in y)
-        y = _fedadamw_round("dp_fedadamw", std, debias_floor=0.1)
-        assert all(torch.isfinite(t).all() for t in y)
+        for floor in (0.0, 0.1):  # the paper's literal form and the default
+            y = _fedadamw_round("dp_fedadamw", std, debias_floor=floor)
+            assert all(torch.isfinite(t).all() for t in y)
 
 
 def test_dp_fedadamw_without_noise_or_debias_is_fedadamw() -> None:
@@ -122,55 +124,157 @@ def test_dp_fedadamw_without_noise_or_debias_is_fedadamw() -> None:
     assert all(torch.equal(a, b) for a, b in zip(no_debias, plain_noisy, strict=True))
 
 
-def test_dp_fedadamw_debias_matches_the_formula_on_one_step() -> None:
+@pytest.mark.parametrize("floor", [0.0, 0.1, 1.0])
+def test_dp_fedadamw_floored_denominator_by_hand(floor: float) -> None:
+    """One step (k = t = 1: m_hat = g, v_hat = g^2) with Phi = s^2 = 0.04: coordinates 0 and 3
+    have v_hat above Phi (denominator sqrt(v_hat - Phi) + eps unless f*Phi is larger), 1 and 2
+    below it (denominator sqrt(f*Phi) + eps; eps alone at f = 0)."""
     cls = ALGORITHMS.get("dp_fedadamw")
-    params = cls.Params(lr=0.1, alpha=0.0, weight_decay=0.0, eps=1e-8)
+    lr, eps, s = 0.1, 1e-3, 0.2
+    params = cls.Params(lr=lr, alpha=0.0, weight_decay=0.0, eps=eps, debias_floor=floor)
     alg = cls(params, ParamSpec(["w"], [torch.Size([4])], {}), num_clients=1)
     y = [torch.zeros(4, dtype=torch.float64)]
-    local = alg.client_begin(y, alg.init_server_state(y), None, RoundInfo(0, 0.1, 1, 1, 1))
-    g = torch.tensor([0.5, -0.1, 0.05, 2.0], dtype=torch.float64)
-    s = 0.2
-    alg.local_step(y, [g.clone()], local, 1, RoundInfo(0, 0.1, 1, 1, 1, grad_noise_std=s))
-    # k = t = 1: m_hat = g, v_hat = g^2.
-    expected = -0.1 * g / (torch.sqrt(torch.clamp(g**2 - s**2, min=0)) + 1e-8)
-    torch.testing.assert_close(y[0], expected)
+    info = RoundInfo(0, lr, 1, 1, 1, grad_noise_std=s)
+    local = alg.client_begin(y, alg.init_server_state(y), None, info)
+    g = [0.5, -0.1, 0.05, 2.0]
+    alg.local_step(y, [torch.tensor(g, dtype=torch.float64)], local, 1, info)
+    phi = s * s
+    expected = [-lr * gi / (math.sqrt(max(gi * gi - phi, floor * phi)) + eps) for gi in g]
+    torch.testing.assert_close(
+        y[0], torch.tensor(expected, dtype=torch.float64), atol=1e-12, rtol=1e-12
+    )
+    if floor == 0.0:  # the paper's literal form: noise-dominated coordinates step by lr*g/eps
+        assert y[0][1].item() == pytest.approx(lr * 0.1 / eps, rel=1e-12)
 
 
-def test_laplacian_smoothing_inverts_the_circulant_operator() -> None:
-    n, sigma = 7, 1.0
-    g = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    # A = I + sigma * L with L the periodic 1-D Laplacian (2 on the diagonal, -1 beside it).
+@pytest.mark.parametrize(
+    ("floor", "v_bias_correction"), [(0.0, "global"), (0.1, "global"), (0.01, "local")]
+)
+def test_dp_fedadamw_three_rounds_by_hand(floor: float, v_bias_correction: str) -> None:
+    """FedAdamW's rounds with the denominator sqrt(max(v_hat - Phi, f*Phi)) + eps (exact
+    gradients; the rule only needs to know the noise std sigma*C/B)."""
+    problem, K, wd, alpha, b1, b2, s = Problem(), 3, 0.05, 0.5, 0.8, 0.95, 0.3
+    lrs = [0.02, 0.01, 0.015]
+    fields = {"weight_decay": wd, "alpha": alpha, "beta1": b1, "beta2": b2, "eps": EPS}
+    alg = make("dp_fedadamw", debias_floor=floor, v_bias_correction=v_bias_correction, **fields)
+    x, server, _ = run_federated(
+        alg, problem, rounds=3, local_steps=K, lr=lambda r: lrs[r], noise_std=s
+    )
+    phi = s * s
+
+    def floored(v_hat: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(torch.maximum(v_hat - phi, torch.full_like(v_hat, floor * phi))) + EPS
+
+    ref, v_bar = fedadamw_by_hand(
+        problem,
+        lrs,
+        K,
+        wd=wd,
+        alpha=alpha,
+        b1=b1,
+        b2=b2,
+        v_bias_correction=v_bias_correction,
+        denominator=floored,
+    )
+    assert_close(x, ref)
+    assert_close(server["v_bar"], v_bar)
+
+
+def test_dp_fedadamw_without_noise_is_fedadamw_by_hand() -> None:
+    """sigma = 0 (or debias false): FedAdamW's denominator sqrt(v_hat) + eps."""
+    problem, K, lrs = Problem(), 2, [0.02, 0.01]
+    fields = {"weight_decay": 0.05, "alpha": 0.5, "beta1": 0.8, "beta2": 0.95}
+    ref, _ = fedadamw_by_hand(problem, lrs, K, wd=0.05, alpha=0.5, b1=0.8, b2=0.95)
+    for noise_std, debias in ((0.0, True), (0.3, False)):
+        alg = make("dp_fedadamw", debias=debias, eps=EPS, **fields)
+        x, _, _ = run_federated(
+            alg, problem, rounds=2, local_steps=K, lr=lambda r: lrs[r], noise_std=noise_std
+        )
+        assert_close(x, ref)
+
+
+def test_dp_fedadamw_default_floor_is_the_measured_one() -> None:
+    """docs/privacy.md, "Choosing debias_floor": the smallest f that never blew up."""
+    assert ALGORITHMS.get("dp_fedadamw").Params().debias_floor == DEFAULT_FLOOR
+
+
+def _smoothing_matrix(n: int, sigma: float) -> torch.Tensor:
+    """A = I + sigma * L with L the periodic 1-D Laplacian (2 on the diagonal, -1 beside it)."""
     a = torch.eye(n, dtype=torch.float64) * (1 + 2 * sigma)
     for i in range(n):
         a[i, (i + 1) % n] -= sigma
         a[i, (i - 1) % n] -= sigma
-    torch.testing.assert_close(laplacian_smooth(g, sigma), torch.linalg.solve(a, g))
+    return a
+
+
+@pytest.mark.parametrize(("n", "sigma"), [(7, 1.0), (7, 0.35), (8, 2.0), (2, 1.0)])
+def test_laplacian_smoothing_inverts_the_circulant_operator(n: int, sigma: float) -> None:
+    g = torch.randn(n, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    got = laplacian_smooth(g, sigma)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(
+        got, torch.linalg.solve(_smoothing_matrix(n, sigma), g), atol=1e-12, rtol=1e-12
+    )
+
+
+def test_laplacian_smoothing_leaves_scalars_and_sigma_zero_alone_and_keeps_shapes() -> None:
     scalar = torch.tensor([3.0])
-    assert laplacian_smooth(scalar, sigma) is scalar
+    assert laplacian_smooth(scalar, 1.0) is scalar
+    g = torch.randn(5, dtype=torch.float64)
+    assert laplacian_smooth(g, 0.0) is g
     m = torch.randn(2, 3, dtype=torch.float64)
     torch.testing.assert_close(
         laplacian_smooth(m, 0.5), laplacian_smooth(m.flatten(), 0.5).reshape(2, 3)
     )
 
 
+def test_dp_fedavg_ls_local_step_by_hand() -> None:
+    """y <- y - lr * (LS(g) + lambda*y), LS = solve((1 + 2 sigma) I - sigma (shift + shift^T))
+    per tensor; a one-element tensor is left as it is."""
+    cls = ALGORITHMS.get("dp_fedavg_ls")
+    lr, wd, sigma = 0.1, 0.05, 0.7
+    spec = ParamSpec(["w", "b"], [torch.Size([7]), torch.Size([1])], {})
+    alg = cls(cls.Params(lr=lr, weight_decay=wd, sigma_ls=sigma), spec, num_clients=1)
+    gen = torch.Generator().manual_seed(1)
+    y = [
+        torch.randn(7, generator=gen, dtype=torch.float64),
+        torch.tensor([0.3], dtype=torch.float64),
+    ]
+    g = [
+        torch.randn(7, generator=gen, dtype=torch.float64),
+        torch.tensor([-2.0], dtype=torch.float64),
+    ]
+    a = _smoothing_matrix(7, sigma)
+    expected = [
+        y[0] - lr * (torch.linalg.solve(a, g[0]) + wd * y[0]),
+        y[1] - lr * (g[1] + wd * y[1]),
+    ]
+    alg.local_step(y, [t.clone() for t in g], {}, 1, RoundInfo(0, lr, 1, 1, 1))
+    for got, want in zip(y, expected, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=1e-12)
+
+
 def test_dp_fedsam_uses_two_gradients_per_step() -> None:
+    """e = rho * g1/||g1|| with g1 at y; g2 at y + e; y <- y - lr * (g2 + lambda*y)."""
     cls = ALGORITHMS.get("dp_fedsam")
     assert cls.gradients_per_step == 2
-    alg = cls(cls.Params(lr=0.1, weight_decay=0.0, rho=0.5), SPEC, num_clients=1)
-    y = [torch.ones(s) for s in SPEC.shapes]
+    lr, wd, rho = 0.1, 0.2, 0.5
+    alg = cls(cls.Params(lr=lr, weight_decay=wd, rho=rho), SPEC, num_clients=1)
+    y = [torch.ones(s, dtype=torch.float64) for s in SPEC.shapes]
     seen: list[list[torch.Tensor]] = []
 
     def gradient() -> list[torch.Tensor]:
         seen.append([t.clone() for t in y])
-        return [t.clone() for t in y]  # gradient of 0.5 ||y||^2
+        return [2.0 * t.clone() for t in y]  # gradient of ||y||^2
 
-    info = RoundInfo(0, 0.1, 1, 1, 1)
-    alg.local_step_with_oracle(y, gradient, {}, 1, info)
+    alg.local_step_with_oracle(y, gradient, {}, 1, RoundInfo(0, lr, 1, 1, 1))
     assert len(seen) == 2
-    norm = math.sqrt(15)
-    e = 0.5 / norm
-    torch.testing.assert_close(seen[1][0], torch.full((3, 4), 1 + e))  # g2 taken at y + e
-    torch.testing.assert_close(y[0], torch.full((3, 4), 1 - 0.1 * (1 + e)))
+    e = rho * 2.0 / math.sqrt(4.0 * 15)  # g1 = 2 on 15 coordinates
+    torch.testing.assert_close(seen[1][0], torch.full((3, 4), 1 + e, dtype=torch.float64))
+    expected = 1 - lr * (2 * (1 + e) + wd * 1.0)
+    torch.testing.assert_close(
+        y[0], torch.full((3, 4), expected, dtype=torch.float64), atol=1e-12, rtol=1e-12
+    )
 
 
 # --- end to end through the engine -------------------------------------------------------------
@@ -195,6 +299,7 @@ def _metrics(out: Path, cfg_dict: dict) -> list[dict]:
     return rows
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize(
     ("name", "lr"), [("fedavg", 0.1), ("local_adamw", 1e-3), ("fedadamw", 1e-3)]
 )
@@ -219,6 +324,7 @@ def test_noiseless_unclipped_dp_twin_reproduces_the_algorithm(
         assert "epsilon" in b and "epsilon" not in a
 
 
+@pytest.mark.engine
 def test_dp_run_writes_epsilon_to_metrics_and_summary(tmp_path: Path) -> None:
     cfg = {
         **BASE,
@@ -234,41 +340,30 @@ def test_dp_run_writes_epsilon_to_metrics_and_summary(tmp_path: Path) -> None:
     assert all(math.isfinite(row["train_loss"]) for row in rows)
 
 
-def test_batchnorm_model_is_refused_with_exit_code_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from fedbench.cli import main
-
-    argv = ["fedbench", "train", "--out", str(tmp_path)]
+@pytest.mark.engine
+def test_batchnorm_model_is_refused_with_exit_code_2(tmp_path: Path, run_cli) -> None:
+    args = ["train", "--out", str(tmp_path)]
     for item in (
         "model.name=resnet18",
         "model.norm=bn",
         "algorithm.name=dp_fedavg",
         "partition.clients=2",
     ):
-        argv += ["--set", item]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 2
-    err = capsys.readouterr().err.strip()
+        args += ["--set", item]
+    code, _, err = run_cli(*args)
+    assert code == 2
+    err = err.strip()
     assert err.count("\n") == 0 and "use model.norm gn" in err
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_epsilon_command_prints_the_budget(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from fedbench.cli import main
-
-    argv = ["fedbench", "epsilon", "--client-size", "1000"]
+@pytest.mark.engine
+def test_epsilon_command_prints_the_budget(run_cli) -> None:
+    args = ["epsilon", "--client-size", "1000"]
     for item in ("algorithm.name=dp_fedavg", "privacy.target_epsilon=2.0", "fl.batch_size=50"):
-        argv += ["--set", item]
-    monkeypatch.setattr(sys, "argv", argv)
-    with pytest.raises(SystemExit) as exc:
-        main()
-    assert exc.value.code == 0
-    out = capsys.readouterr().out
+        args += ["--set", item]
+    code, out, _ = run_cli(*args)
+    assert code == 0
     assert "calibrated to target_epsilon 2" in out
     eps = float(out.split()[1])
     assert abs(eps - 2.0) / 2.0 < 0.01

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def test_fadas_three_rounds_by_hand() -> None:

@@ -8,7 +8,7 @@ import torch
 
 from fedbench.algorithms import RoundInfo
 from fedbench.errors import FedbenchError
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, unflatten
+from tests.algorithms.harness import Problem, assert_close, flatten, make, unflatten
 
 
 def run_fafed(alg, problem, rounds, K, lr, sampled):

@@ -3,7 +3,7 @@
 import torch
 
 from fedbench.algorithms.fedadamom import adaptive_beta1
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def test_fedadamom_three_rounds_by_hand() -> None:

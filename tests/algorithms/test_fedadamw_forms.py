@@ -10,18 +10,18 @@ import torch
 from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo
 from fedbench.config import load_run_config
 from fedbench.errors import FedbenchError
-from tests.algorithms.helpers import SHAPES, Problem, assert_close, flatten, make, run_federated
-
-EPS = 1e-3
-TOL = 1e-12
-
-
-def _tensor_means(vec: torch.Tensor) -> torch.Tensor:
-    return torch.stack([part.mean() for part in vec.split([s.numel() for s in SHAPES])])
-
-
-def _expand(means: torch.Tensor) -> torch.Tensor:
-    return torch.cat([means[j].expand(s.numel()) for j, s in enumerate(SHAPES)])
+from tests.algorithms.harness import (
+    EPS,
+    SHAPES,
+    TOL,
+    Problem,
+    assert_close,
+    expand_tensor_means,
+    flatten,
+    make,
+    run_federated,
+    tensor_means,
+)
 
 
 def fedadamw_by_hand(
@@ -49,7 +49,7 @@ def fedadamw_by_hand(
         deltas, uploads = [], []
         for i in range(problem.N):
             y, m = x.clone(), torch.zeros_like(x)
-            v = v_bar.clone() if v_full else _expand(v_bar)
+            v = v_bar.clone() if v_full else expand_tensor_means(v_bar)
             for k in range(1, K + 1):
                 t = r * K + k
                 g = problem.flat_grad(y, i)
@@ -62,7 +62,7 @@ def fedadamw_by_hand(
                 else:
                     y = y - lr * (step + alpha * delta_g + wd * y)
             deltas.append(y - x)
-            uploads.append(v if v_full else _tensor_means(v))
+            uploads.append(v if v_full else tensor_means(v))
         delta_bar = torch.stack(deltas).mean(0)
         x = x + delta_bar
         delta_g = -delta_bar / (K * lr)

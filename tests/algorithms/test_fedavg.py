@@ -2,7 +2,7 @@
 
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def fedavg_reference(problem: Problem, rounds: int, K: int, lr: float, wd: float) -> torch.Tensor:

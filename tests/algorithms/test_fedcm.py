@@ -2,7 +2,7 @@
 
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def test_fedcm_three_rounds_by_hand_with_changing_lr() -> None:

@@ -2,11 +2,11 @@
 
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import EPS, Problem, assert_close, flatten, make, run_federated
 
 
 def test_fedlada_three_rounds_by_hand() -> None:
-    problem, K, wd, alpha, b1, b2, eps = Problem(), 3, 0.01, 0.3, 0.9, 0.99, 1e-8
+    problem, K, wd, alpha, b1, b2, eps = Problem(), 3, 0.01, 0.3, 0.9, 0.99, EPS
     lrs = [0.01, 0.02, 0.015]
     alg = make("fedlada", weight_decay=wd, alpha=alpha, beta1=b1, beta2=b2, eps=eps)
     x, server, _ = run_federated(alg, problem, rounds=3, local_steps=K, lr=lambda r: lrs[r])

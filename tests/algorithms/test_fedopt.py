@@ -7,7 +7,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def fedopt_reference(problem, variant, rounds, K, lr, wd, eta_g, b1, b2, tau, bias_correction):

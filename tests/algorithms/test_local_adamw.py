@@ -2,7 +2,15 @@
 
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated, unflatten
+from tests.algorithms.harness import (
+    EPS,
+    Problem,
+    assert_close,
+    flatten,
+    make,
+    run_federated,
+    unflatten,
+)
 
 
 def local_adamw_reference(problem, rounds, K, lr, wd, betas, eps) -> torch.Tensor:
@@ -22,7 +30,7 @@ def local_adamw_reference(problem, rounds, K, lr, wd, betas, eps) -> torch.Tenso
 
 
 def test_local_adamw_equals_torch_adamw_recreated_every_round() -> None:
-    problem, K, lr, wd, betas, eps = Problem(), 4, 0.02, 0.05, (0.8, 0.95), 1e-6
+    problem, K, lr, wd, betas, eps = Problem(), 4, 0.02, 0.05, (0.8, 0.95), EPS
     alg = make("local_adamw", weight_decay=wd, beta1=betas[0], beta2=betas[1], eps=eps)
     x, _, _ = run_federated(alg, problem, rounds=2, local_steps=K, lr=lr)
-    assert_close(x, local_adamw_reference(problem, 2, K, lr, wd, betas, eps), tol=1e-10)
+    assert_close(x, local_adamw_reference(problem, 2, K, lr, wd, betas, eps))

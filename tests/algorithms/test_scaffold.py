@@ -1,18 +1,9 @@
 """scaffold (option II): the hand rule, its 1/N server update, convergence to the global optimum
-where FedAvg stays biased, and exact resume of the c_i after SIGKILL."""
+where FedAvg stays biased (exact resume of the c_i: tests/engine/test_resume.py)."""
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import pytest
 import torch
 
-from tests.algorithms.helpers import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
 
 
 def scaffold_reference(problem, rounds, K, lrs, sampled, wd, eta_g=1.0):
@@ -62,42 +53,3 @@ def test_scaffold_reaches_global_optimum_where_fedavg_is_biased() -> None:
         runs[name] = float((flatten(x) - optimum).norm())
     assert runs["scaffold"] < 1e-6
     assert runs["fedavg"] > 1e-3
-
-
-def _metrics(run_root: Path) -> list[dict]:
-    (run_dir,) = (run_root / "runs").iterdir()
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        row.pop("elapsed_s")
-    return rows
-
-
-@pytest.mark.slow
-def test_scaffold_resumes_exactly_after_sigkill(tmp_path: Path) -> None:
-    rounds = 10
-    cmd = [
-        sys.executable, "-m", "fedbench", "train",
-        "--set", "algorithm.name=scaffold", "--set", "model.name=logreg",
-        "--set", "partition.clients=6", "--set", "fl.participation=0.5",
-        "--set", f"fl.rounds={rounds}", "--set", "fl.local_steps=4",
-        "--set", "fl.batch_size=16", "--set", "eval.every=1",
-        "--set", "eval.train_subset=200", "--set", "runtime.checkpoint_every=1",
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    killed = tmp_path / "killed"
-    proc = subprocess.Popen([*cmd, "--out", str(killed)], env=env, stdout=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        ckpts = list(killed.glob("runs/*/checkpoint.pt"))
-        metrics = list(killed.glob("runs/*/metrics.jsonl"))
-        if ckpts and metrics and len(metrics[0].read_text().splitlines()) >= 3:
-            break
-        time.sleep(0.02)
-    assert proc.poll() is None, "the run finished before it could be killed; raise fl.rounds"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert len(_metrics(killed)) < rounds + 1
-    subprocess.run([*cmd, "--out", str(killed)], env=env, check=True, stdout=subprocess.DEVNULL)
-    fresh = tmp_path / "fresh"
-    subprocess.run([*cmd, "--out", str(fresh)], env=env, check=True, stdout=subprocess.DEVNULL)
-    assert _metrics(killed) == _metrics(fresh)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,19 +27,13 @@ TINY = [
 
 
 @pytest.mark.parametrize("engine", ["sequential", "vectorized"])
-def test_bench_json_has_the_fields(engine: str, tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "fedbench", "bench", *TINY, "--set", f"runtime.engine={engine}"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+def test_bench_json_has_the_fields(
+    engine: str, tmp_path: Path, run_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("bench", *TINY, "--set", f"runtime.engine={engine}")
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
     for field, kind in FIELDS.items():
         assert isinstance(result[field], kind), field
     assert result["engine"] == engine

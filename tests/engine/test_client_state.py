@@ -6,20 +6,38 @@ import pytest
 import torch
 
 from fedbench.config import load_run_config
-from fedbench.engine.client_state import to_device
+from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import prepare_run
 
+CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
+
 
 def test_to_device_moves_nested_states() -> None:
     state = {"c": [torch.ones(2), torch.zeros(3)], "n": 3}
-    moved = to_device(state, torch.device("cpu"))
-    assert moved["n"] == 3 and all(t.device.type == "cpu" for t in moved["c"])
+    moved = to_device(state, torch.device("meta"))
+    assert moved["n"] == 3 and all(t.device.type == "meta" for t in moved["c"])
+    assert all(t.device.type == "cpu" for t in state["c"])  # the original is not moved
 
 
-@pytest.mark.parametrize("store", ["auto", "cpu", "device"])
-def test_scaffold_keeps_one_state_per_client(tmp_path: Path, store: str) -> None:
+@pytest.mark.parametrize(
+    ("store", "compute", "expected"),
+    [
+        ("auto", CPU, CPU),
+        ("auto", CUDA, CPU),  # N model-sized states beside the model rarely fit on the GPU
+        ("cpu", CPU, CPU),
+        ("cpu", CUDA, CPU),
+        ("device", CPU, CPU),
+        ("device", CUDA, CUDA),
+    ],
+)
+def test_store_placement(store: str, compute: torch.device, expected: torch.device) -> None:
+    # torch.device("cuda") is only a name: this runs without a GPU.
+    assert client_state_device(store, compute) == expected
+
+
+def _scaffold_engine(tmp_path: Path, store: str, device: str) -> Engine:
     cfg = load_run_config(
         None,
         [
@@ -29,6 +47,8 @@ def test_scaffold_keeps_one_state_per_client(tmp_path: Path, store: str) -> None
             "fl.participation=0.5",
             "fl.rounds=3",
             "fl.local_steps=2",
+            "eval.every=3",
+            f"runtime.device={device}",
             f"runtime.client_state_device={store}",
         ],
     )
@@ -37,9 +57,21 @@ def test_scaffold_keeps_one_state_per_client(tmp_path: Path, store: str) -> None
     folder.create(cfg)
     engine = Engine(setup, folder, None)
     engine.run()
-    # auto and cpu keep the store on the CPU; device keeps it beside the model.
-    expected = setup.device.type if store == "device" else "cpu"
-    assert engine.state_device.type == expected
     assert set(engine.client_states) == {c for clients in setup.schedule for c in clients}
+    return engine
+
+
+def test_scaffold_keeps_one_state_per_participating_client(tmp_path: Path) -> None:
+    engine = _scaffold_engine(tmp_path, "auto", "cpu")
+    for state in engine.client_states.values():
+        assert all(t.device == CPU for t in state["c"])
+        assert any(bool(t.abs().sum() > 0) for t in state["c"])  # c_i was updated
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize(("store", "expected"), [("auto", "cpu"), ("device", "cuda")])
+def test_scaffold_store_on_a_gpu_run(tmp_path: Path, store: str, expected: str) -> None:
+    engine = _scaffold_engine(tmp_path, store, "cuda")
+    assert engine.state_device.type == expected
     for state in engine.client_states.values():
         assert all(t.device.type == expected for t in state["c"])

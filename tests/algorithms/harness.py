@@ -1,6 +1,10 @@
-"""A tiny float64 federated least-squares problem and a driver that runs an Algorithm object the
-way the engine does (client_begin, K local_steps, client_end, mean upload, server_update), so that
-each rule can be compared to a hand computation on flat vectors."""
+"""The one test harness of the update rules: a tiny float64 federated least-squares problem and a
+driver that runs an Algorithm object the way the engine does (client_begin, K local_steps,
+client_end, mean of the uploads, server_update), so that each rule can be compared with a hand
+computation on flat vectors.
+
+Hand computations compare at TOL = 1e-12 in float64 and use EPS = 1e-3 in Adam-type rules, large
+enough that a rule which drops or misplaces eps fails (1e-8 vanishes beside sqrt(v) ~ 1e-1)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,9 @@ from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec, RoundInfo
 
 SHAPES = [torch.Size([3, 2]), torch.Size([2])]
 SPEC = ParamSpec(names=["weight", "bias"], shapes=SHAPES, heads={})
+#: eps of the Adam-type rules in hand-computed tests, and the tolerance of those comparisons.
+EPS = 1e-3
+TOL = 1e-12
 
 
 def flatten(tensors: list[Tensor]) -> Tensor:
@@ -27,6 +34,16 @@ def unflatten(vec: Tensor) -> list[Tensor]:
         out.append(vec[offset : offset + n].reshape(shape).clone())
         offset += n
     return out
+
+
+def tensor_means(vec: Tensor) -> Tensor:
+    """The per-tensor block means of a flat vector (blocks: tensor)."""
+    return torch.stack([part.mean() for part in vec.split([s.numel() for s in SHAPES])])
+
+
+def expand_tensor_means(means: Tensor) -> Tensor:
+    """A flat vector holding each tensor's block mean on every coordinate of that tensor."""
+    return torch.cat([means[j].expand(s.numel()) for j, s in enumerate(SHAPES)])
 
 
 class Problem:
@@ -82,15 +99,21 @@ def run_federated(
     local_steps: int,
     lr: Callable[[int], float] | float,
     sampled: list[list[int]] | None = None,
+    noise_std: float = 0.0,
 ) -> tuple[list[Tensor], dict[str, Any], dict[int, Any]]:
-    """Run `rounds` rounds as the engine does (uniform weighting); returns x, server, client states."""
+    """Run `rounds` rounds as the engine does (uniform weighting); returns x, server, client states.
+
+    `noise_std` is the per-coordinate std of the privatised gradient's noise that a DP rule is told
+    about (RoundInfo.grad_noise_std); the gradients themselves stay exact."""
     lr_of = lr if callable(lr) else (lambda r: lr)
     x = problem.x0()
     server = alg.init_server_state(x)
     states: dict[int, Any] = {}
     for r in range(rounds):
         clients = sampled[r] if sampled is not None else list(range(problem.N))
-        info = RoundInfo(r, lr_of(r), local_steps, problem.N, len(clients))
+        info = RoundInfo(
+            r, lr_of(r), local_steps, problem.N, len(clients), grad_noise_std=noise_std
+        )
         sums: dict[str, list[Tensor]] = {}
         for i in clients:
             stored = states.get(i)
@@ -116,7 +139,9 @@ def run_federated(
 
 
 def assert_close(
-    actual: list[Tensor] | tuple[Tensor, ...] | Tensor, expected: Tensor, tol: float = 1e-6
+    actual: list[Tensor] | tuple[Tensor, ...] | Tensor, expected: Tensor, tol: float = TOL
 ) -> None:
+    """Flat comparison at `tol` (absolute and relative) in float64."""
     flat = actual if isinstance(actual, Tensor) else flatten(list(actual))
+    assert flat.dtype == torch.float64, "hand-computed comparisons run in float64"
     torch.testing.assert_close(flat, expected, atol=tol, rtol=tol)
