@@ -142,6 +142,9 @@ def _sweep(
         overrides=set_ or [],
     )
     if dry_run:
+        from fedbench.runner.preflight import require_resources
+
+        checked = require_resources(plan, out)  # the same check as a real sweep: exit 2 if not
         console.print(plan_table_view(plan))
         unique = len({r.run_id for r in plan.runs})
         console.print(
@@ -149,6 +152,7 @@ def _sweep(
             f"(local steps summed over clients and rounds); outputs: {out / plan.name}",
             highlight=False,
         )
+        console.print(checked.found_line(), highlight=False, soft_wrap=True)
         return
     result = run_sweep(plan, out, workers=workers, console=console)
     report = build_report(result.folder, out / "runs")

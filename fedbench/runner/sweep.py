@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fedbench.engine.run_folder import write_json_atomic
 from fedbench.runner.launcher import Outcome, launch
+from fedbench.runner.preflight import require_resources
 from fedbench.runner.table_config import Plan, expand, load_table
 
 PLAN_FILE = "plan.json"
@@ -111,7 +112,9 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
 def run_sweep(
     plan: Plan, out: Path, *, workers: int | None = None, console: Console | None = None
 ) -> SweepResult:
-    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/."""
+    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/.
+    A dataset or pretrained weights missing for an unfinished run stop it first (exit code 2)."""
+    require_resources(plan, out)
     folder = out / plan.name
     write_plan(plan, folder)
     outcomes = launch(plan, out, workers=workers, console=console)
