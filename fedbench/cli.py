@@ -207,11 +207,18 @@ def ablate(
 @app.command()
 def report(
     target: Annotated[Path, typer.Argument(help="A table folder OUT/<table>[-<preset>].")],
+    paper_numbers: Annotated[
+        bool,
+        typer.Option(
+            "--paper-numbers",
+            help="Also put the paper's numbers in table.tex, as a separate labelled block.",
+        ),
+    ] = False,
 ) -> None:
     """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
     from fedbench.report import build_report
 
-    result = build_report(target)
+    result = build_report(target, paper_numbers=paper_numbers)
     console.print(result.rich)
     console.print(
         "wrote " + ", ".join(str(f) for f in result.files), highlight=False, soft_wrap=True
