@@ -103,17 +103,17 @@ def _save(fig: Any, path: Path) -> None:
 
 
 def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: str) -> None:
-    """`fedbench plot`: one line per run (label -> its metrics.jsonl rows), metric vs round."""
+    """`fedbench plot`: one line per run (label -> its metrics.jsonl rows), metric vs round,
+    the legend under the axes (labels name the settings that tell the runs apart)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for label, rows in series.items():
+    for name, rows in series.items():
         data = rows.dropna(subset=[metric])
-        ax.plot(
-            data["round"], data[metric], label=label, lw=1.5, marker="." if len(data) < 30 else None
-        )
+        marker = "." if len(data) < 30 else None
+        ax.plot(data["round"], data[metric], label=textwrap.fill(name, 100), lw=1.5, marker=marker)
     _style(ax, metric, metric.replace("_", " "), True, True)
-    ax.legend(fontsize=8, frameon=False)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.14))
     ax.set_title(textwrap.fill(title, 90), fontsize=9)
-    fig.tight_layout()
-    _save(fig, path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": room for the legend below
     plt.close(fig)
