@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -464,13 +465,7 @@ def to_latex(view: View, label: str, paper_numbers: bool = False) -> str:
 
 def _rich_table(view: View, paper: bool) -> Table:
     title = view.paper_label if paper else view.title
-    out = Table(title=title, title_justify="left")
-    out.add_column("method")
-    for group in view.groups:
-        for metric in group.metrics:
-            label = group.paper_label if paper else group.label
-            sub = METRIC_LABELS.get(metric, metric)
-            out.add_column(f"{label}\n{sub}" if label else sub, overflow="fold")
+    rows = []
     for method in view.methods:
         cells = [method]
         for group in view.groups:
@@ -478,12 +473,34 @@ def _rich_table(view: View, paper: bool) -> Table:
                 key = (method, group.setting_json, metric)
                 if paper:
                     cells.append(view.paper.get(key, ""))
-                else:
-                    cells.append(
-                        _decorated(
-                            view.cells.get(key), ("[bold]", f" {BEST_MARK}[/bold]"), f" {TIE_MARK}"
-                        )
-                    )
+                    continue
+                cell = view.cells.get(key)
+                cells.append(_decorated(cell, ("[bold]", f" {BEST_MARK}[/bold]"), f" {TIE_MARK}"))
+        rows.append(cells)
+    out = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    out.add_column("method", no_wrap=True, min_width=max(map(len, view.methods), default=6))
+    index = 1
+    for group in view.groups:
+        label = group.paper_label if paper else group.label
+        for metric in group.metrics:
+            # A number split over two lines misreads: cells never wrap, headers are stacked
+            # one part per line ("CNN", "Dir-0.6", "acc (%)") and the column fits both.
+            header = (
+                [*label.split(" / "), METRIC_LABELS.get(metric, metric)]
+                if label
+                else [METRIC_LABELS.get(metric, metric)]
+            )
+            width = max((Text.from_markup(r[index]).cell_len for r in rows), default=0)
+            width = max(width, *(Text(h).cell_len for h in header))
+            out.add_column("\n".join(header), min_width=width, no_wrap=True)
+            index += 1
+    for cells in rows:
         out.add_row(*cells)
     return out
 
