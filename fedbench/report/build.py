@@ -62,6 +62,23 @@ def _paper_heading(paper_cfgs: list[Cfg]) -> str:
     return f"paper ({' / '.join(datasets)}, {' / '.join(models)})"
 
 
+def _column_labels(
+    plan: dict[str, Any],
+    keys: list[str],
+    ran: dict[str, list[Cfg]],
+    paper: dict[str, list[Cfg]],
+) -> dict[str, tuple[str, str]]:
+    """setting JSON -> (what ran, the paper's column). Columns whose runs read the same (a preset
+    that trains digits for both CIFAR columns) name the grid value they stand in for."""
+    settings = list(dict.fromkeys(json.dumps(r["setting"]) for r in plan["runs"]))
+    ours = {s: column_label(keys, ran[s]) if s in ran else "not run" for s in settings}
+    repeated = {label for label in ours.values() if list(ours.values()).count(label) > 1}
+    for s in settings:
+        if ours[s] in repeated and s in ran:
+            ours[s] = column_label(keys, ran[s], json.loads(s))
+    return {s: (ours[s], column_label(keys, paper[s]) if s in paper else "") for s in settings}
+
+
 def build_report(
     folder: Path, runs_root: Path | None = None, *, paper_numbers: bool = False
 ) -> Report:
@@ -90,13 +107,7 @@ def build_report(
             paper_by_column.setdefault(setting_json, []).append(paper)
         if ran is not None and paper is not None:
             pairs.append((ran, paper))
-    labels = {
-        s: (
-            column_label(keys, ran_by_column.get(s, [])) if s in ran_by_column else "not run",
-            column_label(keys, paper_by_column.get(s, [])) if s in paper_by_column else "",
-        )
-        for s in dict.fromkeys(json.dumps(r["setting"]) for r in plan["runs"])
-    }
+    labels = _column_labels(plan, keys, ran_by_column, paper_by_column)
     diffs = differences(pairs)
     all_paper = [c for cfgs in paper_by_column.values() for c in cfgs]
     paper_heading = _paper_heading(all_paper) if table.paper and all_paper else ""

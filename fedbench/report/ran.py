@@ -101,14 +101,21 @@ def dataset_label(name: str) -> str:
     return DATASET_LABELS.get(name, name)
 
 
-def column_label(keys: Iterable[str], cfgs: list[Cfg]) -> str:
+def column_label(
+    keys: Iterable[str], cfgs: list[Cfg], setting: dict[str, Any] | None = None
+) -> str:
     """'CNN / Dir-0.6': each grid key's value in the column's run configs (several values, as a
-    row override may give, are joined by 'or'); 'all' for a table without a grid."""
+    row override may give, are joined by 'or'); '' for a table without a grid. With `setting`
+    (the column's grid values), a value that ran in place of the grid's says so: 'digits for
+    CIFAR-10' (used where two columns would otherwise read the same)."""
     parts = []
     for key in keys:
-        values = dict.fromkeys(json.dumps(get_path(c, key)) for c in cfgs)
-        parts.append(" or ".join(value_label(key, json.loads(v)) for v in values))
-    return " / ".join(parts) or "all"
+        values = [json.loads(v) for v in dict.fromkeys(json.dumps(get_path(c, key)) for c in cfgs)]
+        text = " or ".join(value_label(key, v) for v in values)
+        if setting is not None and key in setting and values != [setting[key]]:
+            text += f" for {value_label(key, setting[key])}"
+        parts.append(text)
+    return " / ".join(parts)
 
 
 def _participation(cfg: Cfg) -> str:

@@ -132,8 +132,9 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
         shown = pd.Series([float(fmt(m, metric)) for m in rows["mean"]], index=rows.index)
         top = shown.min() if lower else shown.max()
         winners = shown.index[shown == top]
-        if len(winners) < len(rows):
-            summary.loc[winners, "best"] = True
+        if len(winners) == len(rows):
+            continue  # every row shows the same number: no best, nothing to test against
+        summary.loc[winners, "best"] = True
         leader = rows["mean"].idxmin() if lower else rows["mean"].idxmax()
         for index in rows.index:
             if index == leader:
@@ -255,7 +256,7 @@ def build_view(
     row_metrics = [m for m in table.metrics if m in ROW_METRICS]
     if column_metrics:
         for setting_json in settings:
-            label, paper_label = labels.get(setting_json, ("all", "all"))
+            label, paper_label = labels.get(setting_json, ("", ""))
             groups.append(HeaderGroup(setting_json, label, paper_label, column_metrics))
     if row_metrics:
         groups.append(HeaderGroup(None, "", "", row_metrics))

@@ -202,3 +202,17 @@ def test_table_tex_compiles_with_booktabs(tmp_path: Path):
         ).stdout
         assert "LogReg / Dir-0.6" in text and "paper (CIFAR-100, ResNet-18)" in text
         assert "66.12 ± 0.10" in text and "81.00 ± 1.00" in text
+
+
+def test_columns_that_ran_the_same_data_name_what_they_stand_in_for(tmp_path: Path):
+    data = paper_like_table()
+    data["grid"] = {"data.name": ["cifar10", "cifar100"]}
+    folder = write_table(tmp_path, data, spread, preset="quick")
+    report = build_report(folder)
+    labels = [g.label for g in report.view.groups if g.setting_json]
+    assert labels == ["digits for CIFAR-10", "digits for CIFAR-100"]
+    assert [g.paper_label for g in report.view.groups if g.setting_json] == [
+        "CIFAR-10",
+        "CIFAR-100",
+    ]
+    assert report.view.paper_label == "paper (CIFAR-10 / CIFAR-100, ResNet-18)"
