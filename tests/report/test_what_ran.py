@@ -207,6 +207,7 @@ def test_table_tex_compiles_with_booktabs(tmp_path: Path):
 def test_columns_that_ran_the_same_data_name_what_they_stand_in_for(tmp_path: Path):
     data = paper_like_table()
     data["grid"] = {"data.name": ["cifar10", "cifar100"]}
+    data["presets"]["quick"]["model.name"] = "logreg"
     folder = write_table(tmp_path, data, spread, preset="quick")
     report = build_report(folder)
     labels = [g.label for g in report.view.groups if g.setting_json]
