@@ -50,7 +50,10 @@ def write_table(tmp_path: Path, data: dict, acc, **expand_args) -> Path:
     """Fake runs with final accuracy acc(method, setting, seed); returns the table folder."""
     plan = expand(parse_table_config(data), **expand_args)
     for run in plan.runs:
-        fake_run(tmp_path / "runs" / run.run_id, run.cfg, acc(run.method, run.setting, run.seed))
+        if not (tmp_path / "runs" / run.run_id).exists():  # two columns may share a run
+            fake_run(
+                tmp_path / "runs" / run.run_id, run.cfg, acc(run.method, run.setting, run.seed)
+            )
     folder = tmp_path / plan.name
     write_plan(plan, folder)
     return folder
