@@ -1,5 +1,5 @@
 """The round loop, evaluation, checkpoint/resume and run folders."""
 
-from fedbench.engine.loop import RunResult, train
+from fedbench.engine.run import RunResult, train
 
 __all__ = ["RunResult", "train"]

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from fedbench.config import RunConfig
+from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import RunSetup, prepare_run
@@ -98,8 +99,6 @@ def run_bench(
     cfg: RunConfig, *, rounds: int = 3, warmup: int = 1, repeats: int = 3
 ) -> dict[str, Any]:
     """Measure the configured workload; returns the fields `fedbench bench --json` prints."""
-    from fedbench.engine.vectorized import select_engine
-
     total_rounds = warmup + rounds * repeats
     cfg = cfg.model_copy(
         update={"fl": cfg.fl.model_copy(update={"rounds": max(cfg.fl.rounds, total_rounds)})}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -29,31 +30,41 @@ def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
     torch._foreach_mul_(grads, torch.clamp(max_norm / total, max=1.0))
 
 
+@dataclass(frozen=True)
+class LocalTraining:
+    """What every client of a run trains with: built once per run by the engine."""
+
+    model: nn.Module
+    #: The model's forward, or its torch.compile'd version.
+    forward: Callable[[Tensor], Tensor]
+    #: The model's trainable parameters, in the algorithm's order.
+    params: list[nn.Parameter]
+    algorithm: Algorithm
+    data: Dataset
+    batch_size: int
+    seed: int
+    grad_clip: float | None
+    #: Applied to every batch on the device (normalisation, resizing), or None.
+    prepare: Callable[[Tensor], Tensor] | None = None
+    autocast: torch.dtype | None = None
+    #: The DP mechanism (per-sample clipping + noise) of a private run, else None.
+    private: PrivateGradient | None = None
+    #: Poisson sampling of the private batches (privacy.sampling: poisson).
+    poisson: bool = False
+
+
 def run_client(
-    *,
-    model: nn.Module,
-    forward: Callable[[Tensor], Tensor],
-    params: list[nn.Parameter],
-    algorithm: Algorithm,
-    local: State,
-    info: RoundInfo,
-    data: Dataset,
-    samples: Tensor,
-    batch_size: int,
-    seed: int,
-    client: int,
-    grad_clip: float | None,
-    prepare: Callable[[Tensor], Tensor] | None = None,
-    autocast: torch.dtype | None = None,
-    private: PrivateGradient | None = None,
-    poisson: bool = False,
+    run: LocalTraining, *, client: int, samples: Tensor, local: State, info: RoundInfo
 ) -> None:
     """Train the resident model (already holding the client's start weights) for K steps.
 
-    With `private`, g is the privatised g_tilde (per-sample clipping + noise) and grad_clip is
-    not applied on top; algorithms that need several gradients per step (DP-FedSAM) define
+    With `run.private`, g is the privatised g_tilde (per-sample clipping + noise) and grad_clip
+    is not applied on top; algorithms that need several gradients per step (DP-FedSAM) define
     `local_step_with_oracle` and receive a function computing g at the current parameters.
     """
+    model, forward, params, algorithm = run.model, run.forward, run.params, run.algorithm
+    data, prepare, private, grad_clip = run.data, run.prepare, run.private, run.grad_clip
+    seed, batch_size, autocast, poisson = run.seed, run.batch_size, run.autocast, run.poisson
     client_key = client_seed(seed, info.round, client)
     generator = torch.Generator().manual_seed(client_key)
     torch.manual_seed(client_key)  # dropout: a function of (seed, round, client) only

@@ -20,7 +20,6 @@ Models with BatchNorm (per-client running statistics), DP runs and algorithms th
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 import torch
 from rich.console import Console
@@ -29,10 +28,11 @@ from torch.func import functional_call, grad, vmap
 
 from fedbench.algorithms.base import RoundInfo, State
 from fedbench.data.sampler import batch_indices, client_seed
-from fedbench.engine.loop import Aggregator, Engine, _all_finite, _to_device, round_diagnostics
+from fedbench.engine.aggregation import RoundResults
+from fedbench.engine.client_state import index_state, stack_states, to_device
+from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup
-from fedbench.errors import DivergedError
 
 
 def has_batchnorm(model: nn.Module) -> bool:
@@ -48,47 +48,6 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
     if not getattr(setup.algorithm, "supports_vectorized", True):
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
     return None
-
-
-def select_engine(setup: RunSetup, folder: RunFolder, console: Console | None) -> Engine:
-    """The engine `runtime.engine` asks for, falling back to the sequential one when needed."""
-    if setup.cfg.runtime.engine != "vectorized":
-        return Engine(setup, folder, console)
-    reason = vectorized_unsupported(setup)
-    if reason is not None:
-        (console or Console(stderr=True)).print(
-            f"note: runtime.engine vectorized is not available because {reason}; "
-            "using the sequential engine",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return Engine(setup, folder, console)
-    return VectorizedEngine(setup, folder, console)
-
-
-# --- stacking of algorithm states ---------------------------------------------------------------
-def stack_states(states: list[Any]) -> Any:
-    """Stack per-client states (dicts / lists of tensors) along a new leading client dim.
-    Non-tensor leaves (floats, flags) must agree across clients and are kept as they are."""
-    first = states[0]
-    if isinstance(first, Tensor):
-        return torch.stack(states)
-    if isinstance(first, dict):
-        return {k: stack_states([s[k] for s in states]) for k in first}
-    if isinstance(first, list | tuple):
-        return type(first)(stack_states(list(items)) for items in zip(*states, strict=True))
-    return first
-
-
-def index_state(state: Any, i: int) -> Any:
-    """Client i's view of a stacked state."""
-    if isinstance(state, Tensor):
-        return state[i]
-    if isinstance(state, dict):
-        return {k: index_state(v, i) for k, v in state.items()}
-    if isinstance(state, list | tuple):
-        return type(state)(index_state(v, i) for v in state)
-    return state
 
 
 def clip_per_client_(grads: list[Tensor], max_norm: float | None) -> None:
@@ -134,7 +93,7 @@ class VectorizedEngine(Engine):
         self, clients: list[int], info: RoundInfo
     ) -> tuple[Tensor, Tensor | None, list[torch.Generator]]:
         """(S, K, B) batch indices, an optional (S, K, B) sample mask, and the clients' generators."""
-        s, cfg = self.s, self.cfg
+        s, cfg = self.setup, self.cfg
         orders, generators = [], []
         for client in clients:
             generator = torch.Generator().manual_seed(client_seed(cfg.seed, info.round, client))
@@ -154,13 +113,13 @@ class VectorizedEngine(Engine):
         return padded, mask, generators
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
-        s, cfg = self.s, self.cfg
+        s, cfg = self.setup, self.cfg
         algorithm = s.algorithm
         clients = s.schedule[r]
         n = len(clients)
         info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, n)
         stored = [self.client_states.get(c) for c in clients]
-        stored = [None if st is None else _to_device(st, s.device) for st in stored]
+        stored = [None if st is None else to_device(st, s.device) for st in stored]
         local = stack_states(
             [algorithm.client_begin(self.x, self.server, st, info) for st in stored]
         )
@@ -200,28 +159,12 @@ class VectorizedEngine(Engine):
         info: RoundInfo,
         diagnostics: bool,
     ) -> None:
-        """The sequential engine's aggregation, client by client over the stacked results."""
-        s, cfg = self.s, self.cfg
-        agg = Aggregator(spread_of="delta" if diagnostics else None)
-        v_means: list[Tensor] = []
-        with torch.no_grad():
-            for i, client in enumerate(clients):
-                client_local = index_state(local, i)
-                upload, new_state = s.algorithm.client_end(
-                    [t[i] for t in y], self.x, client_local, stored[i], info
-                )
-                if new_state is not None:
-                    self.client_states[client] = _to_device(new_state, self.state_device)
-                if diagnostics:
-                    block_means = s.algorithm.v_block_means(client_local)
-                    if block_means is not None:
-                        v_means.append(block_means.double())
-                weighted = cfg.algorithm.weighting == "samples"
-                agg.add(upload, float(s.client_sizes[client]) if weighted else 1.0)
-            mean = agg.means()
-            if not _all_finite(mean["delta"]):
-                raise DivergedError(f"non-finite model update in round {info.round + 1}")
-            if diagnostics:
-                self.diagnostics = round_diagnostics(agg, mean, v_means)
-            s.algorithm.server_update(self.x, mean, self.server, info)
-        # No BatchNorm here, so the model's buffers never change: global_buffers stay as they are.
+        """The sequential engine's end of round, client by client over the stacked results."""
+        results = RoundResults(diagnostics)
+        for i, client in enumerate(clients):
+            params = [t[i] for t in y]
+            # No BatchNorm here, so the model's buffers never change: the global ones are added.
+            self._end_client(
+                results, client, params, index_state(local, i), stored[i], info, self.buffers
+            )
+        self._finish_round(results, info)

@@ -6,14 +6,15 @@ import pytest
 import torch
 
 from fedbench.config import load_run_config
-from fedbench.engine.loop import Engine, _to_device
+from fedbench.engine.client_state import to_device
+from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import prepare_run
 
 
 def test_to_device_moves_nested_states() -> None:
     state = {"c": [torch.ones(2), torch.zeros(3)], "n": 3}
-    moved = _to_device(state, torch.device("cpu"))
+    moved = to_device(state, torch.device("cpu"))
     assert moved["n"] == 3 and all(t.device.type == "cpu" for t in moved["c"])
 
 

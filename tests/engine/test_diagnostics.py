@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fedbench.config import load_run_config
-from fedbench.engine.loop import Aggregator, train
+from fedbench.engine.aggregation import Aggregator
+from fedbench.engine.run import train
 
 TINY = [
     "model.name=logreg",

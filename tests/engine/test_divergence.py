@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from fedbench.config import load_run_config
-from fedbench.engine.loop import train
+from fedbench.engine.run import train
 
 
 def test_huge_lr_is_reported_as_diverged(tmp_path: Path) -> None:

@@ -15,14 +15,11 @@ import torch
 from fedbench.algorithms import ALGORITHMS
 from fedbench.config import parse_run_config
 from fedbench.engine.loop import Engine
+from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
-from fedbench.engine.vectorized import (
-    VectorizedEngine,
-    select_engine,
-    vectorized_unsupported,
-)
+from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
 
 TOL = 1e-9  # float64
 FP32_REL = 1e-4  # relative norm of the difference in float32
