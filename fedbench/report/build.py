@@ -62,6 +62,33 @@ def _paper_heading(paper_cfgs: list[Cfg]) -> str:
     return f"paper ({' / '.join(datasets)}, {' / '.join(models)})"
 
 
+def _paper_block(
+    table: TableConfig, paper_by_column: dict[str, list[Cfg]], pairs: list[tuple[Cfg, Cfg]]
+) -> tuple[str, str, bool]:
+    """(heading, caveat, same setting) of the paper's block. The paper's setting is the table
+    config without preset and --set; any difference from what ran makes the caveat."""
+    if table.paper is None:
+        return "", "", False
+    if not paper_by_column or not pairs:
+        return (
+            "paper (its own setting)",
+            "The paper's setting could not be resolved from the table config; these numbers may "
+            "not be comparable with the table above.",
+            False,
+        )
+    diffs = differences(pairs)
+    heading = _paper_heading([c for cfgs in paper_by_column.values() for c in cfgs])
+    if not diffs:
+        return heading, "", True
+    return (
+        heading,
+        f"{table.title or table.table}: the paper's numbers for its own setting "
+        f"({describe(facts(paper_by_column))}); not comparable with the table above, which "
+        f"differs in {', '.join(diffs)}.",
+        False,
+    )
+
+
 def _column_labels(
     plan: dict[str, Any],
     keys: list[str],
@@ -108,18 +135,10 @@ def build_report(
         if ran is not None and paper is not None:
             pairs.append((ran, paper))
     labels = _column_labels(plan, keys, ran_by_column, paper_by_column)
-    diffs = differences(pairs)
-    all_paper = [c for cfgs in paper_by_column.values() for c in cfgs]
-    paper_heading = _paper_heading(all_paper) if table.paper and all_paper else ""
-    caveat = ""
-    if diffs and paper_heading:
-        caveat = (
-            f"{table.title or table.table}: the paper's numbers for its own setting "
-            f"({describe(facts(paper_by_column))}); not comparable with the table above, which "
-            f"differs in {', '.join(diffs)}."
-        )
+    paper_heading, caveat, same = _paper_block(table, paper_by_column, pairs)
     name = table.table + (f", preset {plan['preset']}" if plan.get("preset") else "")
-    title = name if diffs or not table.title else f"{table.title}"
+    # The table's title describes the paper's setting: it is the report's only when that ran.
+    title = table.title if same and table.title else name
     seeds = sorted({int(r["seed"]) for r in plan["runs"]})
     view = build_view(
         summary,
