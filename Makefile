@@ -28,7 +28,7 @@ test: install lint
 # on disk (README, "Reproducing the papers' tables"; docs/). Finished runs are skipped, so an
 # interrupted `make reproduce` picks up where it stopped; a table with failed or diverged runs
 # (exit code 1) does not stop the others (the `-` prefix).
-FEDADAMW_ABLATIONS := components alpha weight-decay aggregation blocks
+FEDADAMW_ABLATIONS := components alpha weight-decay aggregation table11 blocks
 DP_TABLES := dp_table2 dp_table2_vit dp_table3 dp_table4 dp_table5 dp_table6 dp_table7 dp_table8 dp_table9 dp_table10 dp_table11
 
 reproduce: install

@@ -68,22 +68,35 @@ def train(
 def blocks(
     model: Annotated[str, typer.Argument(help="A model name (fedbench list models).")],
     set_: SetOption = None,
-    kind: Annotated[str, typer.Option("--kind", help="tensor | hessian | global")] = "hessian",
+    kind: Annotated[
+        str, typer.Option("--kind", help="auto | tensor | hessian | dp_paper | global")
+    ] = "auto",
 ) -> None:
-    """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B."""
+    """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B
+    (`--kind auto`, the default, shows which partition auto picks for this model)."""
+    from fedbench.algorithms.blocks import BLOCK_KINDS, resolve_blocks
     from fedbench.algorithms.hessian import block_layout
     from fedbench.config import load_run_config
     from fedbench.engine.setup import model_and_spec
 
+    if kind not in BLOCK_KINDS:
+        raise FedbenchError(
+            f"--kind {kind} is not a partition; use one of {', '.join(BLOCK_KINDS)}"
+        )
     cfg = load_run_config(None, [f"model.name={model}", *(set_ or [])])
     spec = model_and_spec(cfg)
-    rows = block_layout(spec, kind)
+    resolved = resolve_blocks(kind, spec)
+    rows = block_layout(spec, resolved)
+    shown = f"auto -> {resolved}" if kind == "auto" else kind
     _list_table(
-        f"{model}: blocks: {kind}",
+        f"{model}: blocks: {shown}",
         ["parameter", "shape", "blocks"],
         [[n, "x".join(map(str, s)), str(c)] for n, s, c in rows],
     )
-    console.print(f"d {spec.d}  tensors {len(rows)}  B {sum(c for *_, c in rows)}", highlight=False)
+    console.print(
+        f"blocks: {shown}  d {spec.d}  tensors {len(rows)}  B {sum(c for *_, c in rows)}",
+        highlight=False,
+    )
 
 
 def _first_line(doc: str | None) -> str:

@@ -15,23 +15,16 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializeAsAny,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
+from fedbench.algorithms.params import AlgorithmConfig, algorithm_class, algorithm_params
 from fedbench.errors import FedbenchError
-
-DEFAULT_ALGORITHM = "fedadamw"
-
-
-class Strict(BaseModel):
-    """Base of every config model: unknown keys are errors, assignments are validated."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+from fedbench.strict import Strict
 
 
 class DataConfig(Strict):
@@ -65,19 +58,6 @@ class FLConfig(Strict):
     participation: float = Field(default=0.25, gt=0, le=1)
     local_steps: int = Field(default=20, ge=1)
     batch_size: int = Field(default=32, ge=0, description="0: the client's whole dataset")
-
-
-class AlgorithmConfig(Strict):
-    """Fields common to every algorithm; each algorithm subclasses it with its own fields."""
-
-    name: str = DEFAULT_ALGORITHM
-    lr: float = Field(default=3.0e-4, gt=0)
-    lr_schedule: Literal["constant", "cosine", "exp"] = "cosine"
-    lr_decay: float = Field(default=0.998, gt=0, description="gamma of the exp schedule")
-    server_lr: float = Field(default=1.0, gt=0)
-    weight_decay: float = Field(default=0.01, ge=0)
-    grad_clip: float | None = Field(default=10.0, gt=0)
-    weighting: Literal["uniform", "samples"] = "uniform"
 
 
 class PrivacyConfig(Strict):
@@ -123,20 +103,24 @@ class RunConfig(Strict):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _privacy_defaults_for_dp_algorithms(cls, data: Any) -> Any:
+        # A dp_ algorithm without a `privacy:` section runs with that section's defaults.
+        if (
+            isinstance(data, dict)
+            and data.get("privacy") is None
+            and algorithm_class(data.get("algorithm")).requires_privacy
+        ):
+            return {**data, "privacy": {}}
+        return data
+
     @field_validator("algorithm", mode="before")
     @classmethod
     def _algorithm_by_name(cls, value: Any) -> AlgorithmConfig:
-        # The algorithm section is validated by the hyperparameter model its `name` selects.
-        if isinstance(value, AlgorithmConfig):
-            return value
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            raise ValueError("must be a mapping with at least a `name`")
-        from fedbench.algorithms import ALGORITHMS
-
-        name = value.get("name", DEFAULT_ALGORITHM)
-        return ALGORITHMS.get(str(name)).Params.model_validate(value)
+        # Validated by the hyperparameter model its `name` selects; pydantic prefixes the
+        # errors of that model with `algorithm.`.
+        return algorithm_params(value)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -228,21 +212,11 @@ def parse_run_config(data: dict[str, Any]) -> RunConfig:
     """Validate a raw mapping into a RunConfig, turning errors into one-line FedbenchErrors."""
     if "table" in data or "methods" in data:
         raise FedbenchError("this is a table config; run it with `fedbench run TABLE`")
-    algorithm = data.get("algorithm") or {}
-    if not isinstance(algorithm, dict):
+    algorithm = data.get("algorithm")
+    if algorithm is not None and not isinstance(algorithm, dict):
         raise FedbenchError("config field 'algorithm' must be a mapping with a `name`")
-    # Validate the algorithm section first so that its errors carry the `algorithm.` location.
-    from fedbench.algorithms import ALGORITHMS
-
-    name = str(algorithm.get("name", DEFAULT_ALGORITHM))
     try:
-        params = ALGORITHMS.get(name).Params.model_validate(algorithm)
-    except ValidationError as exc:
-        raise FedbenchError(format_validation_error(exc, "algorithm")) from None
-    if getattr(ALGORITHMS.get(name), "requires_privacy", False) and data.get("privacy") is None:
-        data = {**data, "privacy": {}}  # dp_ algorithms: the privacy section's defaults
-    try:
-        return RunConfig.model_validate({**data, "algorithm": params})
+        return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise FedbenchError(format_validation_error(exc)) from None
 

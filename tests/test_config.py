@@ -1,6 +1,7 @@
 """Config: YAML + `--set` overrides (YAML-typed), per-algorithm fields, unknown keys, run ids."""
 
 import pytest
+from pydantic import ValidationError
 
 from fedbench.algorithms.fedadamw import FedAdamWConfig
 from fedbench.config import RunConfig, apply_overrides, load_run_config, parse_override
@@ -47,9 +48,10 @@ def test_algorithm_defaults_follow_algorithms_md():
         "block_mean",
         False,
         True,
-        "tensor",
+        "auto",
         "global",
     )
+    assert (a.m_bias_correction, a.alignment) == ("local", "additive")
     f = RunConfig.model_validate({"algorithm": {"name": "fedavg"}}).algorithm
     assert (f.lr, f.weight_decay, f.grad_clip, f.server_lr) == (0.1, 1e-3, 10.0, 1.0)
 
@@ -72,3 +74,23 @@ def test_run_id_is_stable_and_ignores_workers():
     c = load_run_config(None, ["fl.rounds=4"])
     assert a.run_id() == b.run_id() != c.run_id()
     assert a.run_id().startswith("fedadamw-digits-cnn-s0-")
+
+
+def test_configs_are_frozen_values():
+    cfg = load_run_config(None, ["algorithm.name=fedavg"])
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.fl.rounds = 3
+    with pytest.raises(ValidationError, match="frozen"):
+        cfg.algorithm.lr = 1.0
+    longer = cfg.model_copy(update={"fl": cfg.fl.model_copy(update={"rounds": 99})})
+    assert (longer.fl.rounds, cfg.fl.rounds) == (99, 30)
+
+
+def test_dp_algorithm_gets_the_privacy_defaults_and_unknown_names_fail():
+    cfg = RunConfig.model_validate({"algorithm": {"name": "dp_fedavg"}})
+    assert cfg.privacy is not None and cfg.privacy.noise_multiplier == 1.0
+    assert RunConfig.model_validate({"algorithm": {"name": "fedavg"}}).privacy is None
+    with pytest.raises(FedbenchError, match="unknown algorithm 'fedavgg'"):
+        load_run_config(None, ["algorithm.name=fedavgg"])
+    with pytest.raises(FedbenchError, match=r"algorithm\.lr"):
+        load_run_config(None, ["algorithm.name=dp_fedadamw", "algorithm.lr=-1"])

@@ -1,20 +1,27 @@
-"""Federated algorithms, one module per family, registered by name in ALGORITHMS."""
+"""Federated algorithms, one module per family, registered by name in ALGORITHMS.
 
-from fedbench.algorithms import (  # noqa: F401  (registration)
-    fedadamom,
-    fedadamw,
-    fedavg,
-    fedavgm,
-    fedcm,
-    fedlada,
-    fedopt,
-    fedprox,
-    local_adam,
-    local_adamw,
-    scaffold,
-)
-from fedbench.algorithms.base import Algorithm, ParamSpec, RoundInfo
+Every module of this package is imported here (a new algorithm is one new module: no list to
+edit), then every algorithm that supports privacy gets its dp_ twin.
+"""
+
+import importlib
+import pkgutil
+
+from fedbench.algorithms.base import Algorithm, ClientUpload, Floats, ParamSpec, RoundInfo
+from fedbench.algorithms.dp import register_plain_dp_variants
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.privacy import algorithms as _dp_variants  # noqa: F401  (last: wraps the above)
 
-__all__ = ["ALGORITHMS", "Algorithm", "ParamSpec", "RoundInfo"]
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+register_plain_dp_variants()
+
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "AlgorithmConfig",
+    "ClientUpload",
+    "Floats",
+    "ParamSpec",
+    "RoundInfo",
+]

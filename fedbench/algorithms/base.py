@@ -1,22 +1,26 @@
-"""The algorithm contract (DESIGN.md, "The algorithm contract").
+"""The algorithm contract (docs/extending.md, "The algorithm contract").
 
 An algorithm owns its validated hyperparameters, its server state, the per-client state it keeps
 across rounds, the local rule applied after each gradient, what a client uploads and the server
 aggregation. The engine owns everything else. States are plain dicts of tensors / lists of
 tensors so that checkpoints load with `torch.load(weights_only=True)`, and local rules are
 written over lists of tensors (torch._foreach_*) so the same rule serves every engine.
+
+Every hook the engine, the planner or the CLI reads is declared here (a ClassVar or a method with
+a default), so a subclass states what it changes and nothing is probed with getattr.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from fedbench.config import AlgorithmConfig
+from fedbench.algorithms.params import AlgorithmConfig
 
 Tensors = list[Tensor]
 State = dict[str, Any]
@@ -49,6 +53,45 @@ class RoundInfo:
     grad_noise_std: float = 0.0
 
 
+@dataclass(frozen=True)
+class Floats:
+    """A number of floats as `d` times the trainable parameters plus `blocks` times B, the
+    number of second-moment blocks (FedAdamW): the unit of comm_up and comm_down."""
+
+    d: int = 0
+    blocks: int = 0
+
+    def __add__(self, other: Floats) -> Floats:
+        return Floats(self.d + other.d, self.blocks + other.blocks)
+
+    def count(self, d: int, blocks: int) -> float:
+        return float(self.d * d + self.blocks * blocks)
+
+    def __str__(self) -> str:
+        terms = [
+            f"{'' if coef == 1 else coef}{symbol}"
+            for coef, symbol in ((self.d, "d"), (self.blocks, "B"))
+            if coef
+        ]
+        return " + ".join(terms) or "0"
+
+
+@dataclass(frozen=True)
+class ClientUpload:
+    """One sampled client's upload, as `server_update_with_uploads` receives it."""
+
+    client: int
+    #: The client's aggregation weight: 1, or n_i with `weighting: samples`.
+    weight: float
+    tensors: dict[str, Tensors]
+
+    @classmethod
+    def kept(cls, client: int, weight: float, upload: dict[str, Tensors]) -> ClientUpload:
+        """A copy the engine can keep until the server step: an upload may alias tensors that
+        the next client overwrites (the resident model, a stacked local state)."""
+        return cls(client, weight, {k: [t.detach().clone() for t in v] for k, v in upload.items()})
+
+
 class Algorithm(ABC):
     """Base class: FedAvg's upload (Delta_i) and server step x <- x + eta_g * Delta_bar."""
 
@@ -57,20 +100,58 @@ class Algorithm(ABC):
     paper: ClassVar[str] = ""
     #: Human-readable per-client state kept across rounds ("-" if none).
     client_state_desc: ClassVar[str] = "-"
-    #: comm_up in units of d for `fedbench list algorithms` (B = number of blocks).
+    #: comm_up of the default hyperparameters in units of d (B = number of blocks), shown by
+    #: `fedbench list algorithms`. Derived from `upload_size`, never set by hand.
     comm_up_label: ClassVar[str] = "d"
+    #: The run needs a `privacy:` section (the dp_ variants); the engine privatises g.
+    requires_privacy: ClassVar[bool] = False
+    #: A dp_<name> twin (this algorithm fed with the privatised gradient) is registered
+    #: automatically; set False where the rule makes no sense on noisy gradients.
+    supports_privacy: ClassVar[bool] = True
+    #: Privatised gradients per local step, counted by the privacy accountant (DP-FedSAM: 2).
+    gradients_per_step: ClassVar[int] = 1
+    #: False when `local_step` is not elementwise over the tensors it gets (it mixes entries
+    #: of a tensor, e.g. an FFT), so it cannot run on the vectorised engine's stacked clients.
+    supports_vectorized: ClassVar[bool] = True
+    #: True: the engine keeps every sampled client's upload for `server_update_with_uploads`
+    #: (S uploads in memory at once instead of the streaming mean's one).
+    uses_client_uploads: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in ("comm_up", "comm_down", "comm_up_label"):
+            if name in cls.__dict__:
+                raise TypeError(
+                    f"{cls.__name__} sets {name}; declare upload_size / download_size instead "
+                    "so that the label and the count cannot disagree"
+                )
+        cls.comm_up_label = str(cls.upload_size(cls.Params()))
 
     def __init__(self, params: AlgorithmConfig, spec: ParamSpec, *, num_clients: int) -> None:
         self.params = params
         self.spec = spec
         self.num_clients = num_clients
 
-    # --- communication (floats per participating client per round; ALGORITHMS.md) -----------
+    # --- communication (floats per participating client per round; docs/extending.md) -------
+    @classmethod
+    def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        """What one client uploads per round under `params` (default: Delta_i, d floats)."""
+        return Floats(d=1)
+
+    @classmethod
+    def download_size(cls, params: AlgorithmConfig) -> Floats:
+        """What the server sends one client per round under `params` (default: x, d floats)."""
+        return Floats(d=1)
+
+    def n_blocks(self) -> int:
+        """B, the number of second-moment blocks in the sizes above (0: no blocks)."""
+        return 0
+
     def comm_up(self) -> float:
-        return float(self.spec.d)
+        return self.upload_size(self.params).count(self.spec.d, self.n_blocks())
 
     def comm_down(self) -> float:
-        return float(self.spec.d)
+        return self.download_size(self.params).count(self.spec.d, self.n_blocks())
 
     # --- server -------------------------------------------------------------------------------
     def init_server_state(self, x: Tensors) -> State:
@@ -79,8 +160,22 @@ class Algorithm(ABC):
     def server_update(
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
-        """Default server step x <- x + eta_g * Delta_bar, in place."""
+        """Default server step x <- x + eta_g * Delta_bar, in place; `mean` holds the (weighted)
+        mean over the sampled clients of every key they uploaded."""
         torch._foreach_add_(x, mean["delta"], alpha=self.params.server_lr)
+
+    def server_update_with_uploads(
+        self,
+        x: Tensors,
+        mean: dict[str, Tensors],
+        uploads: Sequence[ClientUpload],
+        server: State,
+        info: RoundInfo,
+    ) -> None:
+        """The server step the engine calls once per round. `uploads` holds every sampled
+        client's upload when `uses_client_uploads` is set (else it is empty); by default the
+        step needs only the mean and is `server_update`."""
+        self.server_update(x, mean, server, info)
 
     # --- client -------------------------------------------------------------------------------
     def client_begin(
@@ -93,10 +188,27 @@ class Algorithm(ABC):
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         """Update y in place after gradient g of local step k (1-based); g may be overwritten."""
 
+    def local_step_with_oracle(
+        self,
+        y: Tensors,
+        gradient: Callable[[], Tensors],
+        local: State,
+        k: int,
+        info: RoundInfo,
+    ) -> None:
+        """Local step k given a function that computes g at the current y: the sequential
+        engine's entry point. Default: one gradient, then `local_step`. Rules that need several
+        gradients per step (DP-FedSAM) override this and set `gradients_per_step`."""
+        g = gradient()
+        with torch.no_grad():
+            self.local_step(y, g, local, k, info)
+
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
     ) -> tuple[dict[str, Tensors], State | None]:
-        """What the client uploads (mean-aggregated by the engine) and its new persistent state."""
+        """What the client uploads and its new persistent state (None: keep nothing). The engine
+        averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
+        and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
 
     # --- diagnostics ------------------------------------------------------------------------------

@@ -2,18 +2,23 @@
 
 A partition splits every parameter tensor into contiguous groups of rows (dim 0); each group is
 one block, and FedAdamW communicates and restores one mean of v per block. `tensor` makes each
-tensor one block, `global` makes the whole model one block; `hessian` (Algorithm 3 of the
-FedAdamW paper) groups rows by role (per head, per neuron) and is built from the same pieces.
+tensor one block, `global` makes the whole model one block; `hessian` (the FedAdamW paper's
+partition) and `dp_paper` (the DP-FedAdamW paper's) group rows by role (per head, per neuron, per
+layer; fedbench.algorithms.hessian) and are built from the same pieces; `auto` picks one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
 
 import torch
 from torch import Tensor
 
 from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    from fedbench.algorithms.base import ParamSpec
 
 
 @dataclass(frozen=True)
@@ -72,13 +77,32 @@ class BlockPartition:
         return out
 
 
-def build_partition(kind: str, shapes: list[torch.Size], spec=None) -> BlockPartition:
-    """The `blocks:` setting of fedadamw: tensor | global | hessian (needs the ParamSpec)."""
-    shapes = [torch.Size(s) for s in shapes]
-    if kind == "hessian" and spec is not None:
-        from fedbench.algorithms.hessian import hessian_partition
+#: The `blocks:` values of fedadamw (docs/algorithms.md, "Block partitions").
+BlockKind = Literal["auto", "tensor", "hessian", "dp_paper", "global"]
+BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 
-        return hessian_partition(spec)
+
+def resolve_blocks(kind: str, spec: ParamSpec | None = None) -> str:
+    """`auto` is `hessian` for a model whose parameter roles are known (it declares attention
+    heads: ViT, Swin, RoBERTa, their LoRA adapters) and `tensor` otherwise (CNNs, logreg)."""
+    if kind != "auto":
+        return kind
+    from fedbench.algorithms.hessian import roles_known
+
+    return "hessian" if spec is not None and roles_known(spec) else "tensor"
+
+
+def build_partition(
+    kind: str, shapes: list[torch.Size], spec: ParamSpec | None = None
+) -> BlockPartition:
+    """The `blocks:` setting of fedadamw: auto | tensor | global | hessian | dp_paper (the last
+    two need the ParamSpec: names and head counts)."""
+    shapes = [torch.Size(s) for s in shapes]
+    kind = resolve_blocks(kind, spec)
+    if kind in ("hessian", "dp_paper") and spec is not None:
+        from fedbench.algorithms.hessian import role_partition
+
+        return role_partition(spec, kind)
     if kind == "tensor":
         return BlockPartition(shapes, [None] * len(shapes))
     if kind == "global":

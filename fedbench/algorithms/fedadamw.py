@@ -11,19 +11,26 @@ Upload Delta_i = y^K - x and the block means of v^K. Server:
 The paper's `- lambda*x` is a typo (ALGORITHMS.md): decay shrinks the weights. v is bias-corrected
 with the global t (the paper's local k inflates v_hat ~1000x when v starts from v_bar), with local
 k whenever v starts from zero. Switches for the ablations: alpha, v_agg, m_agg, decoupled, blocks,
-v_bias_correction. comm_up d + B, comm_down 2d + B by default.
+v_bias_correction, and two for the other forms of the algorithm:
+- `alignment: convex` is Appendix A's Algorithm 3 (the theory's FedAdamW, FedAdamW Table 11):
+      y <- y - eta_r * ( alpha*m_hat/(sqrt(v_hat)+eps) + (1-alpha)*Delta_G + lambda*y )
+- `m_bias_correction: global` is the authors' public script: m restarts from zero each round but
+  is corrected with the global step, m_hat = m / (1 - beta1^t).
+comm_up d + B, comm_down 2d + B by default.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fedbench.algorithms.adam import adam_step_, update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
+    Floats,
     ParamSpec,
     RoundInfo,
     State,
@@ -31,9 +38,9 @@ from fedbench.algorithms.base import (
     add_coupled_decay_,
     zeros_like,
 )
-from fedbench.algorithms.blocks import build_partition
+from fedbench.algorithms.blocks import BlockKind, build_partition
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
 class FedAdamWConfig(AlgorithmConfig):
@@ -45,8 +52,28 @@ class FedAdamWConfig(AlgorithmConfig):
     v_agg: Literal["block_mean", "full", "none"] = "block_mean"
     m_agg: bool = False
     decoupled: bool = True
-    blocks: Literal["tensor", "hessian", "global"] = "tensor"
+    blocks: BlockKind = "auto"
     v_bias_correction: Literal["global", "local", "none"] = "global"
+    m_bias_correction: Literal["local", "global"] = "local"
+    alignment: Literal["additive", "convex"] = "additive"
+
+    @model_validator(mode="after")
+    def _convex_weights(self) -> FedAdamWConfig:
+        if self.alignment == "convex" and self.alpha > 1:
+            raise ValueError(
+                "alignment convex weighs the two steps by alpha and 1 - alpha: alpha <= 1"
+            )
+        return self
+
+    @property
+    def adaptive_weight(self) -> float:
+        """The weight of the adaptive step: 1 (Algorithm 2) or alpha (convex, Algorithm 3)."""
+        return self.alpha if self.alignment == "convex" else 1.0
+
+    @property
+    def align_weight(self) -> float:
+        """The weight of Delta_G: alpha (Algorithm 2) or 1 - alpha (convex, Algorithm 3)."""
+        return 1.0 - self.alpha if self.alignment == "convex" else self.alpha
 
 
 @ALGORITHMS.register("fedadamw")
@@ -55,7 +82,6 @@ class FedAdamW(Algorithm):
 
     Params = FedAdamWConfig
     paper = "Liu et al. 2026 (AAAI), FedAdamW, Algorithm 2"
-    comm_up_label = "d + B"
     params: FedAdamWConfig
 
     def __init__(self, params: FedAdamWConfig, spec: ParamSpec, *, num_clients: int) -> None:
@@ -63,26 +89,28 @@ class FedAdamW(Algorithm):
         self.partition = build_partition(params.blocks, spec.shapes, spec)
 
     # --- communication --------------------------------------------------------------------------
-    def _v_floats(self) -> int:
-        return {"block_mean": self.partition.n_blocks, "full": self.spec.d, "none": 0}[
-            self.params.v_agg
-        ]
+    @staticmethod
+    def _moments_size(p: FedAdamWConfig) -> Floats:
+        """v's block means (or all of v) and, with Agg-m, m: sent both ways."""
+        v = {"block_mean": Floats(blocks=1), "full": Floats(d=1), "none": Floats()}[p.v_agg]
+        return v + Floats(d=1 if p.m_agg else 0)
 
-    def _m_floats(self) -> int:
-        return self.spec.d if self.params.m_agg else 0
+    @classmethod
+    def upload_size(cls, params: FedAdamWConfig) -> Floats:  # type: ignore[override]
+        return Floats(d=1) + cls._moments_size(params)
 
-    def comm_up(self) -> float:
-        return float(self.spec.d + self._v_floats() + self._m_floats())
+    @classmethod
+    def download_size(cls, params: FedAdamWConfig) -> Floats:  # type: ignore[override]
+        # x, Delta_G (only needed when its weight is not zero), then the moments.
+        return Floats(d=2 if params.align_weight else 1) + cls._moments_size(params)
 
-    def comm_down(self) -> float:
-        # x, Delta_G (only needed when alignment is on), v_bar and, with Agg-m, m_bar.
-        align = self.spec.d if self.params.alpha else 0
-        return float(self.spec.d + align + self._v_floats() + self._m_floats())
+    def n_blocks(self) -> int:
+        return self.partition.n_blocks
 
     # --- server ---------------------------------------------------------------------------------
     def init_server_state(self, x: Tensors) -> State:
         state: State = {}
-        if self.params.alpha:
+        if self.params.align_weight:
             state["delta_g"] = zeros_like(x)
         if self.params.v_agg == "block_mean":
             state["v_bar"] = torch.zeros(
@@ -98,7 +126,7 @@ class FedAdamW(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        if self.params.alpha:
+        if self.params.align_weight:
             # Computed with this round's lr, applied with the next round's (authors' code).
             server["delta_g"] = torch._foreach_mul(
                 mean["delta"], -1.0 / (info.local_steps * info.lr)
@@ -123,14 +151,16 @@ class FedAdamW(Algorithm):
             v = zeros_like(x)
         m = [t.clone() for t in server["m_bar"]] if p.m_agg else zeros_like(x)
         local: State = {"m": m, "v": v}
-        if p.alpha:
-            local["align"] = torch._foreach_mul(server["delta_g"], p.alpha)
+        if p.align_weight:
+            local["align"] = torch._foreach_mul(server["delta_g"], p.align_weight)
         return local
 
     def _bias_corrections(self, k: int, info: RoundInfo) -> tuple[float, float]:
         p = self.params
         t = info.round * info.local_steps + k
-        bc1 = 1.0 - p.beta1 ** (t if p.m_agg else k)
+        # m restarts from zero each round unless it is aggregated; the public script still
+        # corrects it with t (m_bias_correction global), which shrinks its first steps ~10x.
+        bc1 = 1.0 - p.beta1 ** (t if p.m_agg or p.m_bias_correction == "global" else k)
         if p.v_bias_correction == "none":
             bc2 = 1.0
         elif p.v_bias_correction == "local" or p.v_agg == "none":
@@ -147,8 +177,12 @@ class FedAdamW(Algorithm):
         if p.decoupled and p.weight_decay:
             torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
         bc1, bc2 = self._bias_corrections(k, info)
-        self._adaptive_step_(y, local, bc1, bc2, info)
-        if p.alpha:
+        # Convex alignment scales the adaptive step by alpha: its step size becomes alpha*eta_r.
+        step_info = (
+            info if p.adaptive_weight == 1.0 else replace(info, lr=info.lr * p.adaptive_weight)
+        )
+        self._adaptive_step_(y, local, bc1, bc2, step_info)
+        if p.align_weight:
             torch._foreach_add_(y, local["align"], alpha=-info.lr)
 
     def _adaptive_step_(

@@ -14,8 +14,9 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import Algorithm, Floats, RoundInfo, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -32,22 +33,25 @@ class FedCM(Algorithm):
     paper = "Xu et al. 2021 (arXiv:2106.10874), FedCM"
     params: FedCMConfig
 
-    def comm_down(self) -> float:
-        return 2.0 * self.spec.d
+    @classmethod
+    def download_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=2)  # x, the global direction d_r
 
     def init_server_state(self, x: Tensors) -> State:
-        return {"d": zeros_like(x)}
+        return {"direction": zeros_like(x)}
 
     def server_update(
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        server["d"] = list(torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr)))
+        server["direction"] = list(
+            torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr))
+        )
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
     ) -> State:
-        return {"global_term": torch._foreach_mul(server["d"], 1.0 - self.params.alpha)}
+        return {"global_term": torch._foreach_mul(server["direction"], 1.0 - self.params.alpha)}
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params

@@ -20,6 +20,7 @@ from pydantic import Field
 from fedbench.algorithms.adam import update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
+    Floats,
     RoundInfo,
     State,
     Tensors,
@@ -27,8 +28,8 @@ from fedbench.algorithms.base import (
     tensor_means,
     zeros_like,
 )
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
 class FedLADAConfig(AlgorithmConfig):
@@ -46,14 +47,15 @@ class FedLADA(Algorithm):
 
     Params = FedLADAConfig
     paper = "Sun et al. 2023 (TPAMI), FedLADA"
-    comm_up_label = "2d"
     params: FedLADAConfig
 
-    def comm_up(self) -> float:
-        return 2.0 * self.spec.d
+    @classmethod
+    def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=2)  # Delta_i, v_hat_i
 
-    def comm_down(self) -> float:
-        return 3.0 * self.spec.d
+    @classmethod
+    def download_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=3)  # x, g_a, v_bar
 
     def init_server_state(self, x: Tensors) -> State:
         return {"g_a": zeros_like(x), "v_bar": zeros_like(x)}

@@ -1,18 +1,29 @@
-"""FedAdamW's Hessian partition (Algorithm 3 / Appendix D of the FedAdamW paper), by parameter role:
+"""Role-based block partitions of FedAdamW's second moment, read from the parameter names.
 
+Two papers partition a transformer's v by the role of each weight; both are offered:
+
+`hessian` (FedAdamW paper, method section and Appendix D, "Algorithm 3 Partition for
+Transformers"), one block per dense sub-block of the Hessian:
 - embeddings (token / patch / position) and the output head: one block per row (token / class);
 - query and key weights: one block per attention head (rows h*d_head..(h+1)*d_head); a fused qkv
   weight (timm `attn.qkv`, fedbench's vit_tiny) is split into its q, k, v thirds first;
 - value, attention output projection, MLP / feed-forward weights: one block per output row;
-- everything else (norms, biases, convolutions, class tokens, relative-position tables, LoRA
-  matrices): one block per tensor.
 
-Roles are read from the parameter names of timm ViT/Swin, Hugging Face RoBERTa and fedbench's
-vit_tiny; a 2-D `.weight` not named otherwise is a linear map or an embedding, so it gets one
-block per row. Head counts come from the model (ParamSpec.heads).
+`dp_paper` (DP-FedAdamW paper, "Block-wise averaging strategy"), coarser:
+- query, key and value weights: one block per attention head (a fused qkv: per head of each third);
+- attention output projection, MLP layers, embeddings and the output layer: one block per layer;
+
+and in both, everything else (norms, biases, convolutions, class tokens, relative-position
+tables) is one block per tensor, which for a CNN is the papers' "one block per convolutional
+layer". Roles come from the parameter names of timm ViT/Swin, Hugging Face RoBERTa and fedbench's
+vit_tiny; a 2-D `.weight` not named otherwise is a linear map or an embedding. A LoRA B matrix has
+the output rows of the weight it adapts, so it is partitioned like that weight; a LoRA A matrix is
+one block. Head counts come from the model (ParamSpec.heads).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -21,52 +32,90 @@ from fedbench.algorithms.blocks import BlockPartition
 from fedbench.errors import FedbenchError
 
 QUERY_KEY = {"query", "key", "q_proj", "k_proj", "q", "k"}
+VALUE = {"value", "v_proj", "v"}
 POSITION_TABLES = ("pos_embed", "position_embeddings")
 
+Role = Literal["qkv", "query_key", "value", "position", "linear", "other"]
+RoleKind = Literal["hessian", "dp_paper"]
 
-def _heads(spec: ParamSpec, name: str) -> int:
+
+def _heads(spec: ParamSpec, name: str, kind: str) -> int:
     if name not in spec.heads:
         raise FedbenchError(
-            f"blocks: hessian needs the number of attention heads of {name}, and its module has "
+            f"blocks: {kind} needs the number of attention heads of {name}, and its module has "
             "no num_heads / num_attention_heads; use blocks: tensor"
         )
     return spec.heads[name]
 
 
-def _per_head(rows: int, heads: int, name: str) -> list[int]:
+def _per_head(rows: int, heads: int, name: str, kind: str) -> list[int]:
     if rows % heads:
         raise FedbenchError(
-            f"blocks: hessian: {name} has {rows} rows, not divisible by {heads} heads"
+            f"blocks: {kind}: {name} has {rows} rows, not divisible by {heads} heads"
         )
     return [rows // heads] * heads
 
 
-def row_groups(spec: ParamSpec, name: str, shape: torch.Size) -> list[int] | None:
-    """The row groups of one parameter (None: the whole tensor is one block)."""
-    if "lora_" in name:
-        return None
+def param_role(name: str, shape: torch.Size) -> Role:
+    """The role of one trainable tensor, from its name and shape."""
+    if ".lora_A." in name:
+        return "other"
+    if ".lora_B." in name:
+        # peft names the B matrix `<module>.lora_B.<adapter>.weight`: it adapts <module>.weight.
+        name = name.split(".lora_B.", 1)[0] + ".weight"
     leaf = name.rsplit(".", 1)[-1]
     module = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else ""
     if leaf in POSITION_TABLES and len(shape) == 3 and shape[0] == 1:
-        return [1] * shape[1]  # timm's (1, tokens, dim) position table: one block per token
+        return "position"  # timm's (1, tokens, dim) position table
     if len(shape) != 2 or leaf != "weight":
-        return None
+        return "other"
     if module == "qkv":
-        dim = shape[0] // 3
-        heads = _heads(spec, name)
-        return _per_head(dim, heads, name) * 2 + [1] * dim
+        return "qkv"
     if module in QUERY_KEY:
-        return _per_head(shape[0], _heads(spec, name), name)
-    return [1] * shape[0]
+        return "query_key"
+    if module in VALUE:
+        return "value"
+    return "linear"
 
 
-def hessian_partition(spec: ParamSpec) -> BlockPartition:
+def row_groups(
+    spec: ParamSpec, name: str, shape: torch.Size, kind: RoleKind = "hessian"
+) -> list[int] | None:
+    """The row groups of one parameter under `blocks: kind` (None: the tensor is one block)."""
+    role = param_role(name, shape)
+    if role == "other":
+        return None
+    if role == "position":
+        return [1] * shape[1] if kind == "hessian" else None
+    rows = shape[0]
+    if role == "qkv":
+        third = _per_head(rows // 3, _heads(spec, name, kind), name, kind)
+        if kind == "hessian":
+            return third * 2 + [1] * (rows // 3)  # q, k per head; v per output row
+        return third * 3
+    if role == "query_key" or (role == "value" and kind == "dp_paper"):
+        return _per_head(rows, _heads(spec, name, kind), name, kind)
+    # value (hessian), projections, MLP layers, embeddings, output head.
+    return [1] * rows if kind == "hessian" else None
+
+
+def roles_known(spec: ParamSpec) -> bool:
+    """Whether the model declares attention heads for some trainable tensor: then its parameter
+    roles are known and `blocks: auto` is the Hessian partition."""
+    return any(name in spec.heads for name in spec.names)
+
+
+def role_partition(spec: ParamSpec, kind: RoleKind) -> BlockPartition:
     shapes = [torch.Size(s) for s in spec.shapes]
-    groups = [row_groups(spec, n, s) for n, s in zip(spec.names, shapes, strict=True)]
+    groups = [row_groups(spec, n, s, kind) for n, s in zip(spec.names, shapes, strict=True)]
     return BlockPartition(shapes, groups)
 
 
-def block_layout(spec: ParamSpec, kind: str = "hessian") -> list[tuple[str, tuple[int, ...], int]]:
+def hessian_partition(spec: ParamSpec) -> BlockPartition:
+    return role_partition(spec, "hessian")
+
+
+def block_layout(spec: ParamSpec, kind: str = "auto") -> list[tuple[str, tuple[int, ...], int]]:
     """(name, shape, number of blocks) per trainable tensor under `blocks: kind`."""
     from fedbench.algorithms.blocks import build_partition
 

@@ -22,8 +22,8 @@ from fedbench.algorithms.base import (
     tensor_means,
     zeros_like,
 )
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.config import AlgorithmConfig
 
 
 class LocalAdamWConfig(AlgorithmConfig):

@@ -19,6 +19,7 @@ import torch
 
 from fedbench.algorithms.base import (
     Algorithm,
+    Floats,
     RoundInfo,
     State,
     Tensors,
@@ -26,6 +27,7 @@ from fedbench.algorithms.base import (
     zeros_like,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
+from fedbench.algorithms.params import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -40,14 +42,15 @@ class Scaffold(Algorithm):
     Params = ScaffoldConfig
     paper = "Karimireddy et al. 2020 (ICML), option II"
     client_state_desc = "c_i (d floats)"
-    comm_up_label = "2d"
     params: ScaffoldConfig
 
-    def comm_up(self) -> float:
-        return 2.0 * self.spec.d
+    @classmethod
+    def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=2)  # Delta_i, Delta_c_i
 
-    def comm_down(self) -> float:
-        return 2.0 * self.spec.d
+    @classmethod
+    def download_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=2)  # x, c
 
     def init_server_state(self, x: Tensors) -> State:
         return {"c": zeros_like(x)}

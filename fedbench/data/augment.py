@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
+from fedbench.data.base import Augment
 
-def random_crop_flip(padding: int, pad_value: Tensor | None = None, flip: bool = True):
+
+def random_crop_flip(padding: int, pad_value: Tensor | None = None, flip: bool = True) -> Augment:
     """torchvision's RandomCrop(size, padding) + RandomHorizontalFlip, for a whole batch.
 
     `pad_value` (per channel) is what a zero pixel becomes after normalisation, so padding
@@ -35,7 +39,7 @@ def random_crop_flip(padding: int, pad_value: Tensor | None = None, flip: bool =
     return augment
 
 
-def normalise_uint8(mean: tuple[float, ...], std: tuple[float, ...]):
+def normalise_uint8(mean: tuple[float, ...], std: tuple[float, ...]) -> Callable[[Tensor], Tensor]:
     """uint8 images in [0, 255] -> (x / 255 - mean) / std; float batches pass unchanged."""
     mean_t, std_t = torch.tensor(mean).view(1, -1, 1, 1), torch.tensor(std).view(1, -1, 1, 1)
 
@@ -48,8 +52,10 @@ def normalise_uint8(mean: tuple[float, ...], std: tuple[float, ...]):
 
 
 def random_resized_crop_flip(
-    to_float, scale: tuple[float, float] = (0.08, 1.0), ratio: tuple[float, float] = (3 / 4, 4 / 3)
-):
+    to_float: Callable[[Tensor], Tensor],
+    scale: tuple[float, float] = (0.08, 1.0),
+    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+) -> Augment:
     """torchvision's RandomResizedCrop(same size, scale, ratio) + RandomHorizontalFlip, per sample,
     for a whole batch in one grid_sample (bilinear). `to_float` turns the stored batch (uint8)
     into normalised floats first. Crops whose sides would exceed the image are clamped to it."""

@@ -20,6 +20,7 @@ import hashlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,10 @@ import torch
 from fedbench.config import DataConfig
 from fedbench.data.base import DATASETS, Dataset, data_root
 from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    import datasets
+    from transformers import PreTrainedTokenizerBase
 
 MAX_LEN = 128
 HF_TOKENIZER = "FacebookAI/roberta-base"
@@ -95,7 +100,7 @@ def read_tsv(path: Path, task: Task) -> Columns:
     return texts, np.asarray(labels, dtype=np.int64)
 
 
-def _from_hf(split, task: Task) -> Columns:
+def _from_hf(split: datasets.Dataset, task: Task) -> Columns:
     return [list(split[c]) for c in task.hf_text], np.asarray(split["label"], dtype=np.int64)
 
 
@@ -138,7 +143,7 @@ def read_splits(folder: Path, name: str) -> tuple[Columns, Columns]:
         ) from None
 
 
-def load_tokenizer(cfg: DataConfig, folder: Path):
+def load_tokenizer(cfg: DataConfig, folder: Path) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer
 
     candidates = [folder.parent / "tokenizer", data_root(cfg) / "glue" / "tokenizer"]
@@ -153,13 +158,13 @@ def load_tokenizer(cfg: DataConfig, folder: Path):
         ) from None
 
 
-def tokenize(tokenizer, columns: Columns) -> np.ndarray:
+def tokenize(tokenizer: PreTrainedTokenizerBase, columns: Columns) -> np.ndarray:
     texts, _ = columns
     enc = tokenizer(*texts, max_length=MAX_LEN, truncation=True, padding="max_length")
     return np.asarray(enc["input_ids"], dtype=np.int64)
 
 
-def _tokenizer_key(tokenizer) -> str:
+def _tokenizer_key(tokenizer: PreTrainedTokenizerBase) -> str:
     text = (
         tokenizer.backend_tokenizer.to_str()
         if hasattr(tokenizer, "backend_tokenizer")

@@ -102,36 +102,39 @@ def _sentence(rng: np.random.Generator, label: int) -> str:
     return " ".join(words)
 
 
+#: One TSV row per GLUE task in the download's column layout, from (index, label, sentence a,
+#: sentence b, n); also the tasks this module can write.
+ROW_FORMATS = {
+    "cola": lambda i, y, a, b, n: f"src{i}\t{y}\t{'' if y else '*'}\t{a}",
+    "sst2": lambda i, y, a, b, n: f"{a}\t{y}",
+    "mrpc": lambda i, y, a, b, n: f"{y}\t{i}\t{i + n}\t{a}\t{b}",
+    "qqp": lambda i, y, a, b, n: f"{i}\t{i}\t{i + n}\t{a} ?\t{b} ?\t{y}",
+    "qnli": lambda i, y, a, b, n: f"{i}\t{a} ?\t{b}\t{NLI_LABELS[y]}",
+    "rte": lambda i, y, a, b, n: f"{i}\t{a}\t{b}\t{NLI_LABELS[y]}",
+    "mnli": lambda i, y, a, b, n: f"{i}\tfiction\t{a}\t{b}\t{MNLI_LABELS[y]}",
+}
+HEADERS = {
+    "cola": None,
+    "sst2": "sentence\tlabel",
+    "mrpc": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+    "qqp": "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+    "qnli": "index\tquestion\tsentence\tlabel",
+    "rte": "index\tsentence1\tsentence2\tlabel",
+    "mnli": "index\tgenre\tsentence1\tsentence2\tgold_label",
+}
+NLI_LABELS = {0: "entailment", 1: "not_entailment"}
+MNLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+
+
 def _rows(task: str, n: int, seed: int) -> tuple[str | None, list[str]]:
     rng = np.random.default_rng(seed)
     classes = 3 if task == "mnli" else 2
-    nli = {0: "entailment", 1: "not_entailment"}
-    mnli = {0: "entailment", 1: "neutral", 2: "contradiction"}
     rows = []
     for i in range(n):
         y = int(rng.integers(0, classes))
         a, b = _sentence(rng, y), _sentence(rng, int(rng.integers(0, classes)))
-        rows.append(
-            {
-                "cola": f"src{i}\t{y}\t{'' if y else '*'}\t{a}",
-                "sst2": f"{a}\t{y}",
-                "mrpc": f"{y}\t{i}\t{i + n}\t{a}\t{b}",
-                "qqp": f"{i}\t{i}\t{i + n}\t{a} ?\t{b} ?\t{y}",
-                "qnli": f"{i}\t{a} ?\t{b}\t{nli.get(y)}",
-                "rte": f"{i}\t{a}\t{b}\t{nli.get(y)}",
-                "mnli": f"{i}\tfiction\t{a}\t{b}\t{mnli[y]}",
-            }[task]
-        )
-    header = {
-        "cola": None,
-        "sst2": "sentence\tlabel",
-        "mrpc": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String",
-        "qqp": "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
-        "qnli": "index\tquestion\tsentence\tlabel",
-        "rte": "index\tsentence1\tsentence2\tlabel",
-        "mnli": "index\tgenre\tsentence1\tsentence2\tgold_label",
-    }[task]
-    return header, rows
+        rows.append(ROW_FORMATS[task](i, y, a, b, n))
+    return HEADERS[task], rows
 
 
 def write_glue(glue_root: Path, task: str, *, n_train: int = 160, n_dev: int = 48) -> Path:
@@ -152,13 +155,11 @@ def write_glue(glue_root: Path, task: str, *, n_train: int = 160, n_dev: int = 4
 
 
 def main(argv: list[str]) -> None:
-    from fedbench.data.glue import TASKS
-
     root = Path(argv[0] if argv else "miniature")
     write_tiny_imagenet(root)
-    for task in TASKS:
+    for task in ROW_FORMATS:
         write_glue(root / "glue", task)
-    print(f"wrote {root}/tiny-imagenet-200 and {root}/glue/<task> for {', '.join(TASKS)}")
+    print(f"wrote {root}/tiny-imagenet-200 and {root}/glue/<task> for {', '.join(ROW_FORMATS)}")
 
 
 if __name__ == "__main__":

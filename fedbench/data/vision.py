@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +56,7 @@ def _pad_value(name: str) -> torch.Tensor:
     return -mean / std
 
 
-def _download(fn) -> bool:
+def _download(fn: Callable[[], object]) -> bool:
     """Run a torchvision download with a timeout; False when the network is unreachable."""
     previous = socket.getdefaulttimeout()
     socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, ClientUpload, RoundInfo, State
 from fedbench.errors import DivergedError
 
 
@@ -78,8 +78,12 @@ class RoundResults:
     statistics, when the model has any) and, for the diagnostics, its block means of v.
     """
 
-    def __init__(self, diagnostics: bool) -> None:
+    def __init__(self, diagnostics: bool, keep_uploads: bool = False) -> None:
         self.diagnostics = diagnostics
+        #: Every client's upload, kept only for algorithms that read them all
+        #: (`Algorithm.uses_client_uploads`); otherwise only the streaming mean exists.
+        self.keep_uploads = keep_uploads
+        self.client_uploads: list[ClientUpload] = []
         self.uploads = Aggregator(spread_of="delta" if diagnostics else None)
         self.buffers = Aggregator()
         self.v_means: list[Tensor] = []
@@ -92,8 +96,11 @@ class RoundResults:
         weight: float,
         buffers: Sequence[Tensor] = (),
         v_block_means: Tensor | None = None,
+        client: int = -1,
     ) -> None:
         self.uploads.add(upload, weight)
+        if self.keep_uploads:
+            self.client_uploads.append(ClientUpload.kept(client, weight, upload))
         floats = [b for b in buffers if b.is_floating_point()]
         if floats:
             self.buffers.add({"b": floats}, weight)
@@ -124,7 +131,7 @@ def finish_round(
         round_diagnostics(results.uploads, mean, results.v_means) if results.diagnostics else None
     )
     with torch.no_grad():
-        algorithm.server_update(x, mean, server, info)
+        algorithm.server_update_with_uploads(x, mean, results.client_uploads, server, info)
         float_means = iter(results.buffers.means().get("b", []))
         int_values = iter(results.int_buffers or [])
         for g in global_buffers:

@@ -59,8 +59,8 @@ def run_client(
     """Train the resident model (already holding the client's start weights) for K steps.
 
     With `run.private`, g is the privatised g_tilde (per-sample clipping + noise) and grad_clip
-    is not applied on top; algorithms that need several gradients per step (DP-FedSAM) define
-    `local_step_with_oracle` and receive a function computing g at the current parameters.
+    is not applied on top. Each step goes through `Algorithm.local_step_with_oracle`, which gets
+    a function computing g at the current parameters (one call by default; DP-FedSAM: two).
     """
     model, forward, params, algorithm = run.model, run.forward, run.params, run.algorithm
     data, prepare, private, grad_clip = run.data, run.prepare, run.private, run.grad_clip
@@ -101,10 +101,4 @@ def run_client(
             clip_grad_norm_(grads, grad_clip)
             return grads
 
-        oracle_step = getattr(algorithm, "local_step_with_oracle", None)
-        if oracle_step is not None:
-            oracle_step(params, gradient, local, k, info)
-            continue
-        grads = gradient()
-        with torch.no_grad():
-            algorithm.local_step(params, grads, local, k, info)
+        algorithm.local_step_with_oracle(params, gradient, local, k, info)

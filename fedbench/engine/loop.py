@@ -154,7 +154,7 @@ class Engine:
         s, cfg = self.setup, self.cfg
         clients = s.schedule[r]
         info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
-        results = RoundResults(diagnostics)
+        results = RoundResults(diagnostics, keep_uploads=s.algorithm.uses_client_uploads)
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
@@ -195,6 +195,7 @@ class Engine:
             float(s.client_sizes[client]) if weighted else 1.0,
             buffers=buffers,
             v_block_means=s.algorithm.v_block_means(local) if results.diagnostics else None,
+            client=client,
         )
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from fedbench.config import AlgorithmConfig
+from fedbench.algorithms.params import AlgorithmConfig
 
 
 def clients_per_round(participation: float, num_clients: int) -> int:

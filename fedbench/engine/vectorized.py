@@ -13,8 +13,9 @@ together, as one batched computation over a leading client dimension.
   seeded by (seed, round, client), and augmentation consumes that same generator, so both engines
   agree to float rounding (fp32, dropout-free models). Gradient clipping is per client.
 
-Models with BatchNorm (per-client running statistics), DP runs and algorithms that set
-`supports_vectorized = False` run on the sequential engine instead, with a printed note.
+Models with BatchNorm (per-client running statistics), DP runs and algorithms whose local rule
+is not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT, DP-FedSAM's
+two-gradient step) run on the sequential engine instead, with a printed note.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     if has_batchnorm(setup.model):
         return "the model has BatchNorm (per-client running statistics)"
-    if not getattr(setup.algorithm, "supports_vectorized", True):
+    if not setup.algorithm.supports_vectorized:
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
     return None
 
@@ -160,7 +161,7 @@ class VectorizedEngine(Engine):
         diagnostics: bool,
     ) -> None:
         """The sequential engine's end of round, client by client over the stacked results."""
-        results = RoundResults(diagnostics)
+        results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
         for i, client in enumerate(clients):
             params = [t[i] for t in y]
             # No BatchNorm here, so the model's buffers never change: the global ones are added.

@@ -14,6 +14,7 @@ initialisation, no weights): they exist so that tests and `quick` presets run in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ SPECS = {
 }
 
 
-def _filter_fn(family: str):
+def _filter_fn(family: str) -> Callable[..., dict[str, Any]]:
     if family == "swin":
         from timm.models.swin_transformer import checkpoint_filter_fn
     else:
@@ -119,12 +120,8 @@ def _load_file(model: nn.Module, path: Path, spec: TimmSpec) -> None:
         )
 
 
-def build_timm(
-    name: str, cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int
-) -> nn.Module:
-    import timm
-
-    spec = SPECS[name]
+def _image_shape(name: str, spec: TimmSpec, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """(C, H, W) of square images of a size the model takes; anything else is a FedbenchError."""
     if len(input_shape) != 3:
         raise FedbenchError(f"model {name} needs image inputs (C, H, W), got shape {input_shape}")
     c, h, w = input_shape
@@ -135,6 +132,16 @@ def build_timm(
             f"model {name} takes {spec.fixed_size}x{spec.fixed_size} images, got {h}x{w}; "
             f"set data.image_size={spec.fixed_size}"
         )
+    return c, h, w
+
+
+def build_timm(
+    name: str, cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int
+) -> nn.Module:
+    import timm
+
+    spec = SPECS[name]
+    c, h, w = _image_shape(name, spec, input_shape)
     kwargs = dict(spec.kwargs, num_classes=num_classes, in_chans=c, img_size=h)
     if cfg.pretrained and spec.tag is None:
         raise FedbenchError(f"model {name} is a tiny test model without pretrained weights")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedbench.algorithms.base import Algorithm
 from fedbench.config import PrivacyConfig, RunConfig
 from fedbench.errors import FedbenchError
 from fedbench.privacy.accounting import (
@@ -104,19 +105,17 @@ def make_plan(
 def plan_privacy(
     cfg: RunConfig,
     model: nn.Module,
-    algorithm_cls: type,
+    algorithm_cls: type[Algorithm],
     client_sizes: Sequence[int],
     schedule: list[list[int]],
 ) -> PrivacyPlan | None:
     """None for a non-private run; else checks the model and builds the plan (setup hook)."""
-    requires = getattr(algorithm_cls, "requires_privacy", False)
     if cfg.privacy is None:
-        if requires:
+        if algorithm_cls.requires_privacy:
             raise FedbenchError(
                 f"algorithm {cfg.algorithm.name} needs a privacy section "
                 "(e.g. --set privacy.noise_multiplier=1.0)"
             )
         return None
     check_no_batchnorm(model, cfg.model.name)
-    per_step = int(getattr(algorithm_cls, "gradients_per_step", 1))
-    return make_plan(cfg, client_sizes, schedule, per_step)
+    return make_plan(cfg, client_sizes, schedule, algorithm_cls.gradients_per_step)

@@ -29,7 +29,7 @@ def privacy_plan(cfg: RunConfig, client_size: int | None = None) -> PrivacyPlan:
     sizes = client_sizes(cfg, client_size)
     sampled = clients_per_round(cfg.fl.participation, len(sizes))
     schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled)
-    per_step = int(getattr(ALGORITHMS.get(cfg.algorithm.name), "gradients_per_step", 1))
+    per_step = ALGORITHMS.get(cfg.algorithm.name).gradients_per_step
     return make_plan(cfg, sizes, schedule, per_step)
 
 

@@ -149,6 +149,7 @@ def build_report(
         details=_details(plan, table, seeds),
         paper_label=paper_heading,
         paper_caveat=caveat,
+        note=table.note.strip(),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
     _long(summary, keys).to_csv(files[0], index=False)

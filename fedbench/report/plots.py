@@ -12,10 +12,45 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+
     from fedbench.report.tables import View
 
 CURVE_METRICS = [("train_loss", "train loss"), ("test_acc", "test accuracy (%)")]
 LOG_SCALE = {"train_loss", "test_loss"}
+
+
+def _plot_method(ax: Axes, runs: pd.DataFrame, metric: str, color: str) -> None:
+    """One method's mean over seeds per round with a +-1 std band (nothing without data)."""
+    data = runs.dropna(subset=[metric])
+    if data.empty:
+        return
+    stats = data.groupby("round")[metric].agg(["mean", "std"]).fillna(0.0)
+    method = str(data["method"].iloc[0])
+    ax.plot(stats.index, stats["mean"], label=method, color=color, lw=1.5)
+    ax.fill_between(
+        stats.index,
+        stats["mean"] - stats["std"],
+        stats["mean"] + stats["std"],
+        color=color,
+        alpha=0.2,
+        lw=0,
+    )
+
+
+def _legend_entries(axes: Iterable[Axes]) -> tuple[list[Artist], list[str]]:
+    """Every method drawn in any panel, once, in order of first appearance."""
+    handles: list[Artist] = []
+    labels: list[str] = []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    return handles, labels
 
 
 def _pyplot() -> Any:
@@ -53,29 +88,11 @@ def plot_curves(
         for row, (metric, label) in enumerate(CURVE_METRICS):
             ax = axes[row][col]
             for i, method in enumerate(present):
-                data = sub[sub["method"] == method].dropna(subset=[metric])
-                if data.empty:
-                    continue
-                stats = data.groupby("round")[metric].agg(["mean", "std"]).fillna(0.0)
-                color = colors[i % len(colors)]
-                ax.plot(stats.index, stats["mean"], label=method, color=color, lw=1.5)
-                ax.fill_between(
-                    stats.index,
-                    stats["mean"] - stats["std"],
-                    stats["mean"] + stats["std"],
-                    color=color,
-                    alpha=0.2,
-                    lw=0,
-                )
+                _plot_method(ax, sub[sub["method"] == method], metric, colors[i % len(colors)])
             if row == 0:
                 ax.set_title(column_titles.get(setting, setting), fontsize=10)
             _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = _legend_entries(axes.flat)
     fig.legend(handles, labels, loc="center right", fontsize=9, frameon=False)
     width = max(60, int(fig.get_figwidth() * 13))
     ran = textwrap.fill(f"what ran: {view.ran}. {view.details}.", width)

@@ -208,6 +208,8 @@ class View:
     paper_caveat: str = ""
     #: Whether any cell was tested (>= MIN_SEEDS seeds): the legend says so either way.
     tested: bool = False
+    #: The table config's `note:` (e.g. why our numbers are expected to differ from the paper's).
+    note: str = ""
 
     @property
     def has_paper(self) -> bool:
@@ -336,6 +338,8 @@ def to_markdown(view: View) -> str:
     lines = [f"# {view.title}", "", f"**What ran:** {view.ran}.", "", f"{view.details}.", ""]
     lines += _md_table(view, paper=False)
     lines += ["", *(f"- {line}" for line in view.legend())]
+    if view.note:
+        lines += ["", view.note]
     if view.has_paper:
         lines += ["", f"## {view.paper_label}", ""]
         if view.paper_caveat:
@@ -514,6 +518,8 @@ def to_rich(view: View) -> Group:
         _rich_table(view, paper=False),
         Text("\n".join(f"  {line}" for line in view.legend(BEST_MARK)), style="dim"),
     ]
+    if view.note:
+        parts.append(Text(f"  {view.note}"))
     if view.has_paper:
         parts.append(_rich_table(view, paper=True))
         if view.paper_caveat:

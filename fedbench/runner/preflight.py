@@ -10,10 +10,11 @@ it). Runs already finished in OUT need nothing and are not checked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedbench.config import DataConfig, ModelConfig, RunConfig
+from fedbench.config import ModelConfig, RunConfig
 from fedbench.data import Dataset, load_dataset
 from fedbench.engine.run_folder import RunFolder
 from fedbench.errors import FedbenchError
@@ -58,10 +59,6 @@ class MissingResources(FedbenchError):
         super().__init__("\n".join([head, *(f"  {m.line()}" for m in missing)]))
 
 
-def _data_key(data: DataConfig) -> str:
-    return data.model_dump_json()
-
-
 def _needs_weights(model: ModelConfig) -> bool:
     return model.pretrained or model.weights is not None
 
@@ -86,9 +83,8 @@ def _weights_error(model: ModelConfig, shape: tuple[int, ...], classes: int) -> 
     return None
 
 
-def check_plan(plan: Plan, out: Path | None = None) -> Checked:
-    """Load every distinct dataset and build every distinct pretrained model of the plan's
-    unfinished runs (those not finished in OUT when `out` is given); report what is missing."""
+def _unfinished(plan: Plan, out: Path | None) -> tuple[list[RunConfig], int]:
+    """The distinct configs of the plan's runs not finished in OUT, and how many are finished."""
     pending: dict[str, RunConfig] = {}
     finished = 0
     for run in plan.runs:
@@ -98,41 +94,50 @@ def check_plan(plan: Plan, out: Path | None = None) -> Checked:
             finished += 1
             continue
         pending[run.run_id] = run.cfg
-    by_data: dict[str, list[RunConfig]] = {}
-    for cfg in pending.values():
-        by_data.setdefault(_data_key(cfg.data), []).append(cfg)
+    return list(pending.values()), finished
+
+
+def _group(cfgs: list[RunConfig], key: Callable[[RunConfig], str]) -> list[list[RunConfig]]:
+    groups: dict[str, list[RunConfig]] = {}
+    for cfg in cfgs:
+        groups.setdefault(key(cfg), []).append(cfg)
+    return list(groups.values())
+
+
+def _check_weights(cfg: RunConfig, data: Dataset | None) -> str | None:
+    """The error building cfg's pretrained model raises (None: the weights are there). Without
+    the data, a guessed input shape still finds missing weights, so one pass lists both."""
+    if data is not None:
+        return _weights_error(cfg.model, _shape_of(data, cfg), data.num_classes)
+    shape = _probe_shape(cfg)
+    error = _weights_error(cfg.model, shape, 2) if shape else None
+    return error if error is not None and "weights" in error else None  # else: a wrong guess
+
+
+def check_plan(plan: Plan, out: Path | None = None) -> Checked:
+    """Load every distinct dataset and build every distinct pretrained model of the plan's
+    unfinished runs (those not finished in OUT when `out` is given); report what is missing."""
+    pending, finished = _unfinished(plan, out)
     missing: list[Missing] = []
     found_data: list[str] = []
     found_weights: list[str] = []
-    for cfgs in by_data.values():
+    for cfgs in _group(pending, lambda c: c.data.model_dump_json()):
         data_cfg = cfgs[0].data
         try:
-            data = load_dataset(data_cfg)
+            data: Dataset | None = load_dataset(data_cfg)
+            found_data.append(data_cfg.name)
         except FedbenchError as exc:
             data = None
             missing.append(Missing(f"dataset {data_cfg.name}", str(exc), len(cfgs)))
-        else:
-            found_data.append(data_cfg.name)
-        by_model: dict[str, list[RunConfig]] = {}
-        for cfg in cfgs:
-            if _needs_weights(cfg.model):
-                by_model.setdefault(cfg.model.model_dump_json(), []).append(cfg)
-        for model_cfgs in by_model.values():
-            cfg = model_cfgs[0]
-            if data is not None:
-                shape = _shape_of(data, cfg)
-                error = _weights_error(cfg.model, shape, data.num_classes)
-            else:
-                # The data is missing: still try the weights, so that one pass lists both.
-                shape = _probe_shape(cfg)
-                error = _weights_error(cfg.model, shape, 2) if shape else None
-                if error is not None and "weights" not in error:
-                    error = None  # the probe's shape was wrong, not the weights
+        wanting = [c for c in cfgs if _needs_weights(c.model)]
+        for model_cfgs in _group(wanting, lambda c: c.model.model_dump_json()):
+            name = model_cfgs[0].model.name
+            error = _check_weights(model_cfgs[0], data)
             if error is None:
-                found_weights.append(cfg.model.name)
+                found_weights.append(name)
             else:
-                missing.append(Missing(f"weights {cfg.model.name}", error, len(model_cfgs)))
-        del data
+                missing.append(Missing(f"weights {name}", error, len(model_cfgs)))
+        del data  # one dataset in memory at a time
     return Checked(sorted(set(found_data)), sorted(set(found_weights)), _dedupe(missing), finished)
 
 

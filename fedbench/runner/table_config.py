@@ -4,8 +4,12 @@ A table is rows (`methods`: label -> nested overrides) x columns (the cartesian 
 dotted key -> values) x `seeds`. The run config of one cell is built in this order, each step
 overriding the previous ones (the precedence is public and tested):
 
-    base  <  method overrides  <  grid value (and the seed)  <  preset  <  preset's row
-    overrides  <  --set
+    base  <  method overrides  <  grid value (and the seed)  <  column overrides  <  preset
+    <  preset's row overrides  <  --set
+
+`column_overrides: {grid key: {grid value: {dotted key: value}}}` sets other fields for the
+columns that hold a given grid value, e.g. the DP-FedAdamW paper's delta 1e-6 for Tiny-ImageNet
+(`{data.name: {tinyimagenet: {privacy.delta: 1.0e-6}}}`) while the other datasets keep the base's.
 
 A preset may hold `methods: {row label: {dotted key: value}}`: overrides for one row only, e.g.
 a learning rate suited to the quick preset's small data for the Adam-family rows.
@@ -68,9 +72,13 @@ class PaperRef(Strict):
 class TableConfig(Strict):
     table: str
     title: str = ""
+    #: Printed under the table in every report (e.g. why our numbers differ from the paper's).
+    note: str = ""
     paper: PaperRef | None = None
     base: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]] = Field(default_factory=dict)
+    #: grid key -> {grid value: {dotted key: value}}: per-column settings (module docstring).
+    column_overrides: dict[str, dict[Any, dict[str, Any]]] = Field(default_factory=dict)
     methods: dict[str, dict[str, Any]]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
@@ -98,7 +106,26 @@ class TableConfig(Strict):
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid key {key!r} has no values")
+        for key, by_value in self.column_overrides.items():
+            if key not in self.grid:
+                raise ValueError(
+                    f"column_overrides key {key!r} is not a grid key; grid keys: "
+                    f"{', '.join(self.grid) or 'none'}"
+                )
+            unknown = [v for v in by_value if v not in self.grid[key]]
+            if unknown:
+                raise ValueError(
+                    f"column_overrides.{key}: {unknown[0]!r} is not one of the grid's values "
+                    f"{self.grid[key]}"
+                )
         return self
+
+    def column_items(self, setting: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The dotted-key overrides of one column (`column_overrides`), in the order written."""
+        items: list[tuple[str, Any]] = []
+        for key, by_value in self.column_overrides.items():
+            items.extend((by_value.get(setting[key]) or {}).items())
+        return items
 
     def settings(self) -> list[dict[str, Any]]:
         """The columns: every combination of grid values, in the order written."""
@@ -362,6 +389,8 @@ def expand(
                 for key, value in setting.items():
                     set_path(data, key.split("."), copy.deepcopy(value))
                 data["seed"] = seed
+                for key, value in table.column_items(setting):
+                    set_path(data, key.split("."), copy.deepcopy(value))
                 _apply_preset(data, preset_items, setting)
                 _apply_preset(data, row_items, setting)
                 data = _apply_cell_overrides(data, overrides, setting)

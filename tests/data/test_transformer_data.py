@@ -13,7 +13,7 @@ import torch
 from fedbench.config import DataConfig
 from fedbench.data import load_dataset
 from fedbench.data.glue import TASKS, read_tsv
-from fedbench.data.miniature import write_glue, write_tiny_imagenet
+from fedbench.data.miniature import ROW_FORMATS, write_glue, write_tiny_imagenet
 from fedbench.engine.evaluate import evaluate
 from fedbench.errors import FedbenchError
 
@@ -38,6 +38,11 @@ def test_tinyimagenet_folder_loads_as_uint8_and_caches(tmp_path):
 def test_tinyimagenet_missing_is_a_clean_error(tmp_path):
     with pytest.raises(FedbenchError, match=r"tiny-imagenet-200\.zip"):
         load_dataset(DataConfig(name="tinyimagenet", root=str(tmp_path)))
+
+
+def test_miniature_writes_every_glue_task_and_only_those():
+    # miniature keeps its own table of layouts (it must not import glue, which imports it).
+    assert set(ROW_FORMATS) == set(TASKS)
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from rich.console import Console
 
 from fedbench.errors import FedbenchError
 from fedbench.report import build_report
@@ -138,3 +139,21 @@ def test_dataset_columns_map_to_the_papers_dataset_and_glue_task():
 def test_report_of_a_non_table_folder_is_a_one_line_error(tmp_path: Path):
     with pytest.raises(FedbenchError, match="not a table folder"):
         build_report(tmp_path)
+
+
+def test_table_note_is_printed_under_the_table(tmp_path: Path):
+    data = tiny_table_data()
+    data["note"] = "Our DP numbers are expected to be lower than the paper's."
+    plan = expand(parse_table_config(data), seeds=1)
+    for run in plan.runs:
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, 50.0)
+    write_plan(plan, tmp_path / plan.name)
+    report = build_report(tmp_path / plan.name)
+    md = (tmp_path / plan.name / "table.md").read_text()
+    ours = md.split("## paper")[0]
+    assert f"\n\n{data['note']}\n" in ours  # under our table and its legend, before the paper's
+    console = Console(width=200, record=True)
+    console.print(report.rich)
+    terminal = console.export_text()
+    assert data["note"] in terminal
+    assert terminal.index("cells: mean") < terminal.index(data["note"]) < terminal.index("paper (")

@@ -120,18 +120,27 @@ def test_client_steps_estimate():
     assert plan.client_steps() == 4 * 3 * 2 * 2
 
 
+#: Ablations that are fedbench's own, not a paper table.
+OWN_ABLATIONS = {"blocks", "fedadamw-variants"}
+
+
 def test_shipped_configs_are_found_and_validate():
     """Every shipped table and ablation (FedAdamW, DP-FedAdamW) loads by name, names its paper
     table, and expands at its quick preset into valid run configs."""
     tables = list_tables("table")
     assert {"table1", "table2", "table3", "dp_table2", "dp_table11"} <= set(tables)
-    assert {"components", "alpha", "weight-decay", "aggregation", "blocks"} <= set(
-        list_tables("ablation")
-    )
+    ablations = set(list_tables("ablation"))
+    assert {"components", "alpha", "weight-decay", "aggregation", "table11"} <= ablations
+    assert ablations >= OWN_ABLATIONS
     for kind, names in (("table", tables), ("ablation", list_tables("ablation"))):
         for name in names:
             t = load_table(name, kind)
-            assert "quick" in t.presets and t.paper is not None, name
+            assert "quick" in t.presets, name
+            # fedbench's own ablations have no paper numbers and say so in their title.
+            if name in OWN_ABLATIONS:
+                assert t.paper is None and "fedbench ablation" in t.title, name
+            else:
+                assert t.paper is not None, name
             plan = expand(t, preset="quick", seeds=1)
             assert plan.runs, name
 
@@ -167,3 +176,54 @@ def test_set_on_a_grid_key_beats_the_presets_column_mapping():
         t, preset="quick", seeds=1, methods=["FedAdamW"], overrides=["model.name=vit_tiny"]
     ).runs
     assert [(r.setting["model.name"], r.cfg.model.name) for r in runs] == [("vit_tiny", "vit_tiny")]
+
+
+def test_column_overrides_set_fields_per_grid_value_with_their_precedence():
+    """grid value < column override < preset < preset row < --set; other columns keep the base."""
+    data = tiny_table_data()
+    data["base"]["privacy"] = {"noise_multiplier": 1.0, "delta": 1.0e-5}
+    data["methods"] = {"DP": {"algorithm": {"name": "dp_fedavg"}}}
+    data["grid"] = {"partition.alpha": [0.6, 0.1], "fl.local_steps": [2, 3]}
+    data["column_overrides"] = {
+        "partition.alpha": {0.1: {"privacy.delta": 1.0e-6, "fl.local_steps": 5}},
+    }
+    t = table(**{k: data[k] for k in ("base", "methods", "grid", "column_overrides")})
+    runs = expand(t, seeds=1).runs
+    deltas = {(r.setting["partition.alpha"], r.setting["fl.local_steps"]): r for r in runs}
+    assert deltas[0.6, 2].cfg.privacy.delta == 1.0e-5 and deltas[0.6, 3].cfg.fl.local_steps == 3
+    assert deltas[0.1, 2].cfg.privacy.delta == 1.0e-6
+    assert deltas[0.1, 2].cfg.fl.local_steps == 5  # the column override beats the grid value
+    assert deltas[0.1, 2].setting == {"partition.alpha": 0.1, "fl.local_steps": 2}  # identity kept
+    t.presets["p"] = {"privacy.delta": 1.0e-7}
+    assert {r.cfg.privacy.delta for r in expand(t, preset="p").runs} == {1.0e-7}
+    overridden = expand(t, overrides=["privacy.delta=1e-8"]).runs
+    assert {r.cfg.privacy.delta for r in overridden} == {1.0e-8}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"data.name": {"digits": {"privacy.delta": 1e-6}}}, "is not a grid key"),
+        ({"partition.alpha": {0.3: {"privacy.delta": 1e-6}}}, "0.3 is not one of the grid"),
+        ({"partition.alpha": {0.6: 1e-6}}, "column_overrides"),
+    ],
+)
+def test_column_overrides_must_name_grid_keys_and_values(overrides, message):
+    with pytest.raises(FedbenchError, match=message):
+        table(column_overrides=overrides)
+
+
+def test_table11_rows_are_algorithm_2_algorithm_3_and_local_adamw():
+    """FedAdamW Table 11's "Algorithm 3" is Appendix A's (beta1 0, lambda 0, convex alignment)."""
+    t = load_table("table11", "ablation")
+    assert t.paper is not None and t.paper.table == "fedadamw_table11"
+    runs = {r.method: r.cfg.algorithm for r in expand(t, seeds=1).runs}
+    alg3, alg2 = runs["FedAdamW (Algorithm 3)"], runs["FedAdamW (Algorithm 2)"]
+    assert (alg3.beta1, alg3.weight_decay, alg3.alignment, alg3.blocks) == (
+        0.0,
+        0.0,
+        "convex",
+        "auto",
+    )
+    assert (alg2.beta1, alg2.weight_decay, alg2.alignment) == (0.9, 0.01, "additive")
+    assert runs["Local AdamW"].name == "local_adamw"

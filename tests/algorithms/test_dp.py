@@ -11,36 +11,72 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo
+from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo, dp
+from fedbench.algorithms.dp import DPFedAdamW, laplacian_smooth
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.config import parse_run_config
 from fedbench.engine import train
-from fedbench.privacy.algorithms import PLAIN_DP_BASES, laplacian_smooth, register_dp
+from fedbench.registry import Registry
 
 SPEC = ParamSpec(names=["w", "b"], shapes=[torch.Size([3, 4]), torch.Size([3])], heads={})
 
 
-def test_plain_variants_are_registered_for_every_base_present() -> None:
-    for base in PLAIN_DP_BASES:
-        assert (f"dp_{base}" in ALGORITHMS) == (base in ALGORITHMS)
+def test_every_base_that_supports_privacy_has_a_dp_twin() -> None:
+    bases = [(n, c) for n, c in ALGORITHMS.items() if not c.requires_privacy]
+    assert len(bases) >= 13
+    for name, cls in bases:
+        assert (f"dp_{name}" in ALGORITHMS) == cls.supports_privacy, name
+    assert "dp_fedexp" not in ALGORITHMS  # FedExP opts out (supports_privacy = False)
     for name in ("dp_fedavg", "dp_local_adamw", "dp_fedadamw", "dp_fedavg_ls", "dp_fedsam"):
         cls = ALGORITHMS.get(name)
         assert cls.requires_privacy
         assert cls.Params().name == name
+    # The variants with a rule of their own are not replaced by plain twins.
+    assert ALGORITHMS.get("dp_fedadamw") is DPFedAdamW
 
 
-def test_register_dp_wraps_a_newly_registered_base() -> None:
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> Registry:
+    """A copy of the algorithm registry that a test may extend without leaking names."""
+    copy: Registry = Registry("algorithm")
+    for name, cls in ALGORITHMS.items():
+        copy.register(name)(cls)
+    monkeypatch.setattr(dp, "ALGORITHMS", copy)
+    return copy
+
+
+def test_a_new_base_gets_its_plain_dp_twin(registry: Registry) -> None:
     class Fake(FedAvg):
         Params = FedAvgConfig
 
-    ALGORITHMS.register("fake_base_for_test")(Fake)
-    cls = register_dp("fake_base_for_test")
-    assert cls is not None and issubclass(cls, Fake)
-    assert ALGORITHMS.get("dp_fake_base_for_test") is cls
-    assert register_dp("fake_base_for_test") is None  # already there
-    assert register_dp("no_such_base") is None
-    params = cls.Params.model_validate({"name": "dp_fake_base_for_test", "lr": 0.3})
+    class NoDP(FedAvg):
+        Params = FedAvgConfig
+        supports_privacy = False
+
+    registry.register("fake_base")(Fake)
+    registry.register("no_dp_base")(NoDP)
+    assert dp.register_plain_dp_variants() == ["dp_fake_base"]
+    cls = registry.get("dp_fake_base")
+    assert issubclass(cls, Fake) and cls.requires_privacy
+    params = cls.Params.model_validate({"name": "dp_fake_base", "lr": 0.3})
     assert params.lr == 0.3
+    assert dp.register_plain_dp_variants() == []  # idempotent
+
+
+def test_register_dp_refuses_unknown_bases_and_bases_without_privacy(registry: Registry) -> None:
+    class NoDP(FedAvg):
+        Params = FedAvgConfig
+        supports_privacy = False
+
+    registry.register("no_dp_base")(NoDP)
+    with pytest.raises(ValueError, match="no algorithm 'no_such_base'"):
+        dp.register_dp("no_such_base")
+    with pytest.raises(ValueError, match="supports_privacy"):
+        dp.register_dp("no_dp_base")
+    with pytest.raises(ValueError, match="supports_privacy"):
+        dp.register_dp("dp_fedavg")  # a dp_ variant is not a base
+    with pytest.raises(ValueError, match="registered twice"):
+        dp.register_dp("fedavg")  # dp_fedavg exists
 
 
 def test_dp_variant_requires_privacy_and_keeps_base_fields() -> None:

@@ -1,24 +1,27 @@
-"""DP variants of the algorithms (ALGORITHMS.md, "Differential privacy"; DP-FedAdamW paper).
+"""DP variants of the algorithms (DP-FedAdamW paper, Liu et al.; sample-level DP).
 
 `dp_X` is algorithm X fed with the privatised gradient g_tilde: the engine computes g_tilde
 whenever the run has a `privacy:` section, so a variant only has to exist by name, require that
-section and keep X's hyperparameters. `register_dp("X")` does exactly that, and does nothing
-while X is not registered, so the list below activates each variant once its base lands.
+section and keep X's hyperparameters. Every registered algorithm with `supports_privacy` gets
+such a twin (`register_plain_dp_variants`, run by fedbench.algorithms once every module is
+imported); a variant with a rule of its own is registered under its dp_ name here and wins.
 
 Variants with a rule of their own:
-- dp_fedadamw: m_hat / (sqrt(max(v_hat - (sigma*C/B)^2, 0)) + eps)   (`debias`, default true;
-      `debias_floor` f > 0 replaces the 0 by f*(sigma*C/B)^2, an addition to the paper)
+- dp_fedadamw: m_hat / (sqrt(max(v_hat - (sigma*C/B)^2, f*(sigma*C/B)^2)) + eps)   (`debias`,
+      default true; `debias_floor` f, default 0 = the paper's clamp at 0, is an addition)
 - dp_fedavg_ls: Laplacian smoothing of g_tilde per flattened tensor,
       g <- IFFT( FFT(g) / (1 + 2*sigma_ls*(1 - cos(2*pi*j/n))) )      (sigma_ls 1.0)
 - dp_fedsam: local SAM with two privatised gradients per step (rho 0.05):
       e = rho*g1/||g1||, g1 at y;  g2 at y + e;  y <- y - eta_r*(g2 + lambda*y)
+
+The mechanism (clipping, noise), the accountant and the privacy plan live in fedbench.privacy.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from pydantic import Field, create_model
@@ -29,27 +32,13 @@ from fedbench.algorithms.fedadamw import FedAdamW
 from fedbench.algorithms.fedavg import FedAvg, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
 
-#: Bases whose dp_ variant is plain "X fed with g_tilde"; activated once X is registered.
-PLAIN_DP_BASES = (
-    "fedavg",
-    "local_adamw",
-    "fedavgm",
-    "fedprox",
-    "scaffold",
-    "fedcm",
-    "fedadam",
-    "fedyogi",
-    "fedadagrad",
-    "fedlada",
-    "local_adam",
-    "fedadamom",
-)
+DP_PREFIX = "dp_"
 
 
-def dp_variant(base: type[Algorithm], name: str, **fields: tuple[type, object]) -> type[Algorithm]:
+def dp_variant(base: type[Algorithm], name: str, **fields: Any) -> type[Algorithm]:
     """A subclass of `base` named `name` that requires a privacy section; extra config fields
     are (type, FieldInfo-or-default) pairs as for pydantic.create_model."""
-    params = create_model(  # type: ignore[call-overload]
+    params = create_model(
         f"DP{base.Params.__name__}", __base__=base.Params, name=(str, name), **fields
     )
     return type(
@@ -64,14 +53,30 @@ def dp_variant(base: type[Algorithm], name: str, **fields: tuple[type, object]) 
     )
 
 
-def register_dp(base_name: str) -> type[Algorithm] | None:
-    """Register dp_<base_name> = <base_name> fed with g_tilde; None if the base is unknown."""
-    name = f"dp_{base_name}"
-    if base_name not in ALGORITHMS or name in ALGORITHMS:
-        return None
-    cls = dp_variant(ALGORITHMS.get(base_name), name)
-    ALGORITHMS.register(name)(cls)
+def register_dp(base_name: str) -> type[Algorithm]:
+    """Register dp_<base_name> = <base_name> fed with g_tilde. An unknown base, a base that does
+    not support privacy, and a dp_ name already taken are errors."""
+    if base_name not in ALGORITHMS:
+        raise ValueError(f"register_dp: no algorithm {base_name!r} is registered")
+    base = ALGORITHMS.get(base_name)
+    if not base.supports_privacy or base.requires_privacy:
+        raise ValueError(f"register_dp: {base_name!r} has no dp_ variant (supports_privacy)")
+    cls = dp_variant(base, DP_PREFIX + base_name)
+    ALGORITHMS.register(DP_PREFIX + base_name)(cls)
     return cls
+
+
+def register_plain_dp_variants() -> list[str]:
+    """dp_X for every registered X that supports privacy and has no dp_ variant of its own;
+    returns the names registered."""
+    names = [
+        DP_PREFIX + name
+        for name, cls in ALGORITHMS.items()
+        if cls.supports_privacy and not cls.requires_privacy and DP_PREFIX + name not in ALGORITHMS
+    ]
+    for name in names:
+        register_dp(name.removeprefix(DP_PREFIX))
+    return names
 
 
 # --- dp_fedadamw ------------------------------------------------------------------------------
@@ -129,6 +134,8 @@ class DPFedAvgLS(dp_variant(FedAvg, "dp_fedavg_ls", sigma_ls=(float, Field(defau
     """DP-FedAvg-LS (Liang et al. 2020): DP-FedAvg with Laplacian smoothing of g_tilde."""
 
     paper = "Liang et al. 2020, DP-FedAvg with Laplacian smoothing; baseline of DP-FedAdamW"
+    #: The FFT mixes all entries of a tensor: on stacked clients it would mix the clients.
+    supports_vectorized: ClassVar[bool] = False
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         smoothed = [laplacian_smooth(t, self.params.sigma_ls) for t in g]
@@ -147,6 +154,8 @@ class DPFedSAM(dp_variant(FedAvg, "dp_fedsam", rho=(float, Field(default=0.05, g
     paper = "Shi et al. 2023 (CVPR), DP-FedSAM; baseline of DP-FedAdamW"
     #: The accountant counts both privatised gradients of a step.
     gradients_per_step: ClassVar[int] = 2
+    #: The two-gradient step runs through the sequential engine's gradient oracle only.
+    supports_vectorized: ClassVar[bool] = False
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)
@@ -159,7 +168,7 @@ class DPFedSAM(dp_variant(FedAvg, "dp_fedsam", rho=(float, Field(default=0.05, g
         k: int,
         info: RoundInfo,
     ) -> None:
-        """The engine calls this (instead of local_step) with a function computing g at y."""
+        """Two privatised gradients per step: g1 at y, then g2 at the SAM point y + e."""
         g1 = gradient()
         with torch.no_grad():
             norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g1)))
@@ -172,7 +181,3 @@ class DPFedSAM(dp_variant(FedAvg, "dp_fedsam", rho=(float, Field(default=0.05, g
 
 
 ALGORITHMS.register("dp_fedsam")(DPFedSAM)
-
-
-for _base in PLAIN_DP_BASES:
-    register_dp(_base)
