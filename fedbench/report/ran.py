@@ -31,11 +31,13 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("fl.rounds", "rounds"),
     ("fl.local_steps", "K"),
     ("fl.batch_size", "B"),
+    ("privacy", "privacy"),
 )
 #: Config fields that do not change what a table's numbers mean: left out of the comparison with
 #: the paper's setting (where data lives, how often to evaluate, devices, seeds).
 IGNORED_PREFIXES = ("runtime.", "eval.", "seed", "data.root", "data.path", "data.download")
 
+NO_DP = "no DP"
 MODEL_LABELS = {
     **DEFAULT_VALUES["model.name"],
     "cnn": "CNN",
@@ -125,7 +127,22 @@ def _participation(cfg: Cfg) -> str:
     return f"{p * 100:g}% ({clients_per_round(p, n)} per round)"
 
 
+def _privacy(cfg: Cfg) -> str:
+    """'DP σ=1, C=0.1, δ=1e-05' (σ 'calibrated to ε=3' with a target); 'no DP' when not private."""
+    privacy = cfg.get("privacy")
+    if not privacy:
+        return NO_DP
+    noise = privacy.get("noise_multiplier")
+    if privacy.get("target_epsilon") is not None:
+        noise = f"calibrated to ε={_num(privacy['target_epsilon'])}"
+    else:
+        noise = f"σ={_num(noise)}"
+    return f"DP {noise}, C={_num(privacy.get('clip'))}, δ={_num(privacy.get('delta'))}"
+
+
 def _fact_text(key: str, cfg: Cfg) -> str:
+    if key == "privacy":
+        return _privacy(cfg)
     value = get_path(cfg, key)
     if key == "data.name":
         return dataset_label(str(value))
@@ -174,11 +191,12 @@ def describe(facts_: list[Fact]) -> str:
     partition = text["partition"]
     if text["alpha"] != "-":
         partition += f", alpha {text['alpha']}"
-    return (
+    sentence = (
         f"{text['dataset']}, model {text['model']}; {text['clients']} clients ({partition}), "
         f"{text['participation']} participation; {text['rounds']} rounds, K={text['K']} local "
         f"steps, B={text['B']}"
     )
+    return sentence + (f"; {text['privacy']}" if text["privacy"] != NO_DP else "")
 
 
 def _join(fact: Fact) -> str:

@@ -220,3 +220,24 @@ def test_columns_that_ran_the_same_data_name_what_they_stand_in_for(tmp_path: Pa
         "CIFAR-100",
     ]
     assert report.view.paper_label == "paper (CIFAR-10 / CIFAR-100, ResNet-18)"
+
+
+def test_what_ran_names_the_privacy_setting_per_column():
+    from fedbench.report.ran import describe, facts
+
+    base = {
+        "data": {"name": "digits"},
+        "model": {"name": "logreg"},
+        "partition": {"clients": 10, "kind": "dirichlet", "alpha": 0.6},
+        "fl": {"participation": 0.3, "rounds": 20, "local_steps": 10, "batch_size": 32},
+    }
+    dp = {"noise_multiplier": 1.0, "clip": 0.1, "delta": 1e-5, "target_epsilon": None}
+    col_a = [{**base, "privacy": dp}]
+    col_b = [{**base, "privacy": {**dp, "delta": 1e-6}}]
+    text = describe(facts({"a": col_a, "b": col_b}))
+    assert text == (
+        "digits, model LogReg; 10 clients (dirichlet, alpha 0.6), 30% (3 per round) "
+        "participation; 20 rounds, K=10 local steps, B=32; DP σ=1, C=0.1, δ=1e-05 or "
+        "DP σ=1, C=0.1, δ=1e-06 (per column)"
+    )
+    assert describe(facts({"a": [{**base, "privacy": None}]})).endswith("B=32")
