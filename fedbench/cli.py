@@ -59,7 +59,9 @@ def train(
         highlight=False,
         soft_wrap=True,
     )
-    if result.status != "completed":
+    if result.status == "stopped":  # asked to stop (a STOP file in the run folder): not an error
+        console.print(f"stopped on request: {summary.get('error')}", highlight=False)
+    elif result.status != "completed":
         console.print(f"[red]{summary.get('error')}[/red]")
         raise typer.Exit(1)
 
@@ -124,6 +126,14 @@ DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
 ]
 LauncherOption = Annotated[str, typer.Option("--launcher", help="local (ray: not available yet).")]
+TunedOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--tuned",
+        help="A tuned.yaml from `fedbench tune`: each cell runs at its tuned values "
+        "(report in OUT/<table>[-<preset>]-tuned/).",
+    ),
+]
 
 
 def _sweep(
@@ -137,22 +147,28 @@ def _sweep(
     workers: int | None,
     dry_run: bool,
     launcher: str,
+    tuned_file: Path | None = None,
 ) -> None:
     from fedbench.report import build_report
     from fedbench.runner.sweep import make_plan, plan_table_view, run_sweep
+    from fedbench.runner.table_config import load_table
+    from fedbench.runner.tune import load_tuned
 
     if launcher != "local":
         raise FedbenchError(f"--launcher {launcher} is not available yet; use --launcher local")
     if workers is not None and workers < 1:
         raise FedbenchError("--workers must be at least 1")
     rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    table_kind = "ablation" if kind == "ablate" else "table"
+    tuned = load_tuned(tuned_file, load_table(name, table_kind)) if tuned_file else None
     plan = make_plan(
         name,
-        "ablation" if kind == "ablate" else "table",
+        table_kind,
         preset=preset,
         seeds=seeds,
         methods=rows,
         overrides=set_ or [],
+        tuned=tuned,
     )
     if dry_run:
         from fedbench.runner.preflight import require_resources
@@ -194,9 +210,10 @@ def run(
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
     launcher: LauncherOption = "local",
+    tuned: TunedOption = None,
 ) -> None:
     """Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/."""
-    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+    _sweep("run", table, preset, seeds, methods, set_, out, workers, dry_run, launcher, tuned)
 
 
 @app.command()
@@ -212,9 +229,88 @@ def ablate(
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
     launcher: LauncherOption = "local",
+    tuned: TunedOption = None,
 ) -> None:
     """The same as `run` for an ablation table."""
-    _sweep("ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher)
+    _sweep("ablate", name, preset, seeds, methods, set_, out, workers, dry_run, launcher, tuned)
+
+
+@app.command()
+def tune(
+    table: Annotated[
+        str, typer.Argument(help="A table or ablation name, or a table config's path.")
+    ],
+    space: Annotated[
+        list[str] | None,
+        typer.Option("--space", help="A searched field, KEY=log:LOW:HIGH (or uniform:, int:)."),
+    ] = None,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="A field tried at listed values, KEY=V1,V2,..."),
+    ] = None,
+    trials: Annotated[
+        int | None,
+        typer.Option("--trials", help="Trials per (row, column) (default with --grid: all)."),
+    ] = None,
+    rounds: Annotated[
+        int | None, typer.Option("--rounds", help="Rounds per trial (default: the table's).")
+    ] = None,
+    val_fraction: Annotated[
+        float,
+        typer.Option("--val-fraction", help="Training data held out to score trials on."),
+    ] = 0.1,
+    column: Annotated[
+        list[str] | None,
+        typer.Option("--column", help="Tune only the columns with KEY=VALUE, repeatable."),
+    ] = None,
+    preset: PresetOption = None,
+    methods: MethodsOption = None,
+    set_: SetOption = None,
+    out: OutOption = Path("results"),
+    workers: WorkersOption = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the Optuna sampler.")] = 0,
+) -> None:
+    """Tune each (row, column) on a validation split with Optuna; writes tuned.yaml for
+    `fedbench run TABLE --tuned`. A killed tune resumes when run again."""
+    from fedbench.runner.launcher import launch
+    from fedbench.runner.tune import parse_grid, parse_space, plan_to_tune
+    from fedbench.runner.tune import tune as run_tune
+
+    if workers is not None and workers < 1:
+        raise FedbenchError("--workers must be at least 1")
+    fields = [parse_space(s) for s in space or []] + [parse_grid(g) for g in grid or []]
+    rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
+    plan, command = plan_to_tune(table, preset=preset, methods=rows, overrides=set_ or [])
+    result = run_tune(
+        plan,
+        fields,
+        out=out,
+        trials=trials,
+        rounds=rounds,
+        val_fraction=val_fraction,
+        launch=lambda p: launch(p, out, workers=workers, console=None),
+        columns=column,
+        seed=seed,
+        batch=workers or 1,
+        on_trial=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
+    )
+    view = Table(title=f"{plan.name}: tuned on a {val_fraction:g} validation split")
+    for name in ("method", "column", "best values", "val test_acc", "done/pruned/failed"):
+        view.add_column(name, overflow="fold")
+    for method, col, values, score, done, pruned, failed in result.rows:
+        shown = ", ".join(
+            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
+        )
+        view.add_row(method, col, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}")
+    console.print(view)
+    tuned_file = result.folder / "tuned.yaml"
+    how = (
+        f"`fedbench {command} {table} {'--preset ' + preset + ' ' if preset else ''}"
+        f"--tuned {tuned_file}`"
+        if command != "train"
+        else "--set with the values above"
+    )
+    console.print(f"wrote {tuned_file}; apply it with {how}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -34,6 +34,15 @@ class DataConfig(Strict):
     download: bool = True
     augment: bool = True
     image_size: int | None = Field(default=None, gt=0)
+    #: A validation split held out of the training data (seeded by partition.seed, the same for
+    #: every run seed and trial): evaluation then uses it instead of the test set. `fedbench tune`
+    #: sets it so that no learning rate is chosen on the test set.
+    val_fraction: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="fraction of the training data held out as the evaluation set (0: test set)",
+    )
 
 
 class PartitionConfig(Strict):

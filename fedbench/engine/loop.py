@@ -232,6 +232,11 @@ class Engine:
                         and abs(row["train_loss"]) < float("inf")
                     ):
                         raise DivergedError(f"non-finite training loss in round {done}")
+                stop = self.folder.stop_requested() if evaluated else None
+                if stop is not None:
+                    progress.advance(done, row)
+                    status, error = "stopped", stop
+                    break
                 if (
                     cfg.runtime.checkpoint_every
                     and done % cfg.runtime.checkpoint_every == 0
@@ -268,6 +273,7 @@ class Engine:
             "comm_down": s.algorithm.comm_down(),
             "clients_per_round": len(s.schedule[0]),
             "participation_counts": participation_counts(s.schedule, s.num_clients),
+            "eval_split": "validation" if cfg.data.val_fraction else "test",
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,

@@ -12,8 +12,9 @@ import yaml
 
 from fedbench.config import RunConfig
 
-#: Final statuses: a run with one of these is not run again.
-FINAL_STATUSES = ("completed", "diverged")
+#: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
+#: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
+FINAL_STATUSES = ("completed", "diverged", "stopped")
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -31,6 +32,7 @@ class RunFolder:
         self.partition = path / "partition.json"
         self.checkpoint = path / "checkpoint.pt"
         self.model = path / "model.pt"
+        self.stop = path / "STOP"
 
     @classmethod
     def for_config(cls, out: Path, cfg: RunConfig) -> RunFolder:
@@ -67,6 +69,16 @@ class RunFolder:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the run training in this folder to end after its next evaluation (status
+        `stopped`); any process that sees the folder can ask, e.g. a tuner pruning a trial."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.stop.write_text(reason + "\n")
+
+    def stop_requested(self) -> str | None:
+        """The reason of a pending stop request, or None."""
+        return self.stop.read_text().strip() or "stop requested" if self.stop.is_file() else None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary, summary)

@@ -13,6 +13,7 @@ from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec
 from fedbench.config import RunConfig
 from fedbench.data import Dataset, load_dataset
 from fedbench.data.partition import partition
+from fedbench.data.validation import holdout_validation
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
@@ -50,7 +51,7 @@ def param_spec(model: nn.Module) -> ParamSpec:
 
 def model_and_spec(cfg: RunConfig) -> ParamSpec:
     """The ParamSpec of the configured model on the configured data (`fedbench blocks`)."""
-    data = load_dataset(cfg.data)
+    data = holdout_validation(load_dataset(cfg.data), cfg.data.val_fraction, cfg.partition.seed)
     input_shape = data.input_shape
     if cfg.data.image_size is not None and len(input_shape) == 3:
         input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)

@@ -52,7 +52,23 @@ def _details(plan: dict[str, Any], table: TableConfig, seeds: list[int]) -> str:
         (f"preset {plan['preset']}" if plan.get("preset") else "no preset")
         + f"; {len(seeds)} seed{'s' * (len(seeds) != 1)} ({seed_text}); each run's {statistic} "
         f"evaluation; --set: {', '.join(overrides) if overrides else 'none'}"
+        + _tuned_text(plan.get("tuned") or {})
     )
+
+
+def _tuned_text(tuned: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """'; tuned (fedbench tune): FedAvg algorithm.lr=0.1 or 0.03; ...': each row's tuned values
+    over its columns."""
+    rows = []
+    for method, columns in tuned.items():
+        values: dict[str, list[str]] = {}
+        for fields in columns.values():
+            for key, value in fields.items():
+                values.setdefault(key, [])
+                if str(value) not in values[key]:
+                    values[key].append(str(value))
+        rows.append(f"{method} " + ", ".join(f"{k}={' or '.join(v)}" for k, v in values.items()))
+    return f"; tuned (fedbench tune): {'; '.join(rows)}" if rows else ""
 
 
 def _paper_heading(paper_cfgs: list[Cfg]) -> str:

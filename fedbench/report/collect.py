@@ -128,6 +128,7 @@ def run_configs(plan: dict[str, Any], runs_root: Path) -> dict[str, dict[str, An
             preset=plan.get("preset"),
             seeds=seeds,
             overrides=plan.get("overrides") or [],
+            tuned=plan.get("tuned") or None,
         )
         configs.update({run.run_id: run.cfg.to_dict() for run in expanded.runs})
     except FedbenchError:

@@ -13,7 +13,7 @@ from rich.table import Table
 from fedbench.engine.run_folder import write_json_atomic
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.preflight import require_resources
-from fedbench.runner.table_config import Plan, expand, load_table
+from fedbench.runner.table_config import Plan, Tuned, expand, load_table
 
 PLAN_FILE = "plan.json"
 
@@ -49,9 +49,12 @@ def make_plan(
     seeds: int | None = None,
     methods: list[str] | None = None,
     overrides: list[str] | None = None,
+    tuned: Tuned | None = None,
 ) -> Plan:
     table = load_table(name, kind)
-    return expand(table, preset=preset, seeds=seeds, methods=methods, overrides=overrides)
+    return expand(
+        table, preset=preset, seeds=seeds, methods=methods, overrides=overrides, tuned=tuned
+    )
 
 
 def plan_table_view(plan: Plan) -> Table:
@@ -104,6 +107,7 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
             "table": plan.table.model_dump(mode="json"),
             "preset": plan.preset,
             "overrides": plan.overrides,
+            "tuned": plan.tuned,
             "runs": runs,
         },
     )

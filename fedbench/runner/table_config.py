@@ -158,17 +158,29 @@ class PlannedRun:
         )
 
 
+def column_key(setting: dict[str, Any]) -> str:
+    """A column's name as tuned.yaml and reports write it: `k=v, k=v` ("-" without a grid)."""
+    return ", ".join(f"{k}={v}" for k, v in setting.items()) or "-"
+
+
+#: Per-cell overrides chosen by `fedbench tune`: row label -> column key -> {dotted key: value}.
+Tuned = dict[str, dict[str, dict[str, Any]]]
+
+
 @dataclass
 class Plan:
     table: TableConfig
     preset: str | None
     runs: list[PlannedRun]
     overrides: list[str]
+    #: The overrides of `--tuned` (empty when the table's own hyperparameters run).
+    tuned: Tuned = field(default_factory=dict)
 
     @property
     def name(self) -> str:
-        """The table folder's name: <table>[-<preset>]."""
-        return f"{self.table.table}-{self.preset}" if self.preset else self.table.table
+        """The table folder's name: <table>[-<preset>][-tuned]."""
+        name = f"{self.table.table}-{self.preset}" if self.preset else self.table.table
+        return f"{name}-tuned" if self.tuned else name
 
     def client_steps(self) -> int:
         return sum(run.client_steps() for run in self.runs)
@@ -372,8 +384,11 @@ def expand(
     seeds: int | None = None,
     methods: list[str] | None = None,
     overrides: list[str] | None = None,
+    tuned: Tuned | None = None,
 ) -> Plan:
-    """rows x columns x seeds -> validated run configs (an invalid cell is a one-line error)."""
+    """rows x columns x seeds -> validated run configs (an invalid cell is a one-line error).
+    `tuned` (from `fedbench tune`) overrides single cells after the preset, before --set."""
+    tuned = tuned or {}
     preset_items = _preset_items(table, preset)
     overrides = list(overrides or [])
     for item in overrides:
@@ -393,6 +408,8 @@ def expand(
                     set_path(data, key.split("."), copy.deepcopy(value))
                 _apply_preset(data, preset_items, setting)
                 _apply_preset(data, row_items, setting)
+                for key, value in tuned.get(method, {}).get(column_key(setting), {}).items():
+                    set_path(data, key.split("."), copy.deepcopy(value))
                 data = _apply_cell_overrides(data, overrides, setting)
                 try:
                     cfg = parse_run_config(data)
@@ -401,4 +418,4 @@ def expand(
                     cell = f"row {method!r}" + (f" column {where}" if where else "")
                     raise FedbenchError(f"{table.table} {cell}: {exc}") from None
                 runs.append(PlannedRun(method, dict(setting), seed, cfg))
-    return Plan(table, preset, runs, overrides)
+    return Plan(table, preset, runs, overrides, tuned)

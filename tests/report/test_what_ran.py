@@ -241,3 +241,14 @@ def test_what_ran_names_the_privacy_setting_per_column():
         "DP σ=1, C=0.1, δ=1e-06 (per column)"
     )
     assert describe(facts({"a": [{**base, "privacy": None}]})).endswith("B=32")
+
+
+def test_tuned_values_are_stated_per_row(tmp_path: Path):
+    from fedbench.runner.table_config import column_key
+
+    data = paper_like_table()
+    setting = {"model.name": "resnet18", "partition.alpha": 0.6}
+    tuned = {"FedAdamW": {column_key(setting): {"algorithm.lr": 0.02}}}
+    folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
+    report = build_report(folder)
+    assert report.view.details.endswith("; tuned (fedbench tune): FedAdamW algorithm.lr=0.02")

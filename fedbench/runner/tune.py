@@ -1,0 +1,432 @@
+"""`fedbench tune`: each (row, column) of a table at its own best hyperparameters, chosen on a
+validation split with Optuna (Akiba et al., KDD 2019).
+
+Per cell, one Optuna study searches the named fields (`--space algorithm.lr=log:1e-4:1e-1`, TPE;
+or `--grid algorithm.lr=1e-4,3e-4`, a grid) for a number of trials of a few rounds each, on
+`data.val_fraction` of the training data held out as the evaluation set: the test set is never
+seen. The objective is the table's metric (test_acc on that split) at the last round. Trials are
+ordinary runs: they go through the sweep launcher, land in OUT/runs/ and resume like any run.
+While they train, the driver reads their metrics.jsonl and reports each evaluated round to the
+study; Optuna's MedianPruner stops a trial whose curve falls below the median of earlier trials
+at the same round (a STOP request in its run folder: status `stopped`).
+
+The studies live in one SQLite file (OUT/<table>[-<preset>]-tune/study.db): a tune that is killed
+resumes where it stopped when the same command is run again, its unfinished trials resuming from
+their checkpoints. The result is tuned.yaml beside it, which `fedbench run TABLE --tuned` applies.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from fedbench.config import parse_run_config, read_yaml, set_path
+from fedbench.engine.run_folder import RunFolder
+from fedbench.errors import FedbenchError
+from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
+
+if TYPE_CHECKING:
+    import optuna
+
+TUNED_FILE = "tuned.yaml"
+STUDY_FILE = "study.db"
+#: The metric a tune maximises (accuracy on the validation split).
+OBJECTIVE = "test_acc"
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise FedbenchError(
+            "fedbench tune needs Optuna; install it with `pip install 'fedbench[tune]'`"
+        ) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+# ---------------------------------------------------------------------------------------------
+# Search spaces
+
+
+@dataclass(frozen=True)
+class SearchField:
+    """One searched config field: a dotted key and its Optuna distribution."""
+
+    key: str
+    kind: str  # log | uniform | int | grid
+    values: tuple[Any, ...]
+
+    def distribution(self) -> Any:
+        dist = _optuna().distributions
+        if self.kind == "grid":
+            return dist.CategoricalDistribution(self.values)
+        low, high = self.values
+        if self.kind == "int":
+            return dist.IntDistribution(int(low), int(high))
+        return dist.FloatDistribution(float(low), float(high), log=self.kind == "log")
+
+
+SPACE_HELP = "KEY=log:LOW:HIGH | uniform:LOW:HIGH | int:LOW:HIGH"
+
+
+def _split(item: str, flag: str, form: str) -> tuple[str, str]:
+    key, sep, spec = item.partition("=")
+    if not sep or not key.strip() or not spec.strip():
+        raise FedbenchError(f"{flag} {item!r} is not of the form {form}")
+    return key.strip(), spec.strip()
+
+
+def parse_space(item: str) -> SearchField:
+    """`algorithm.lr=log:1e-4:1e-1` -> a log-uniform float field (also uniform:, int:)."""
+    key, spec = _split(item, "--space", SPACE_HELP)
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[0] not in ("log", "uniform", "int"):
+        raise FedbenchError(f"--space {item!r} is not of the form {SPACE_HELP}")
+    try:
+        low, high = (float(p) for p in parts[1:])
+    except ValueError:
+        raise FedbenchError(f"--space {item!r}: LOW and HIGH must be numbers") from None
+    if not low < high or (parts[0] == "log" and low <= 0):
+        raise FedbenchError(f"--space {item!r}: need LOW < HIGH (and LOW > 0 for log)")
+    return SearchField(key, parts[0], (low, high))
+
+
+def parse_grid(item: str) -> SearchField:
+    """`algorithm.lr=1e-4,3e-4,1e-3` -> a grid field (values parsed as YAML)."""
+    key, spec = _split(item, "--grid", "KEY=V1,V2,...")
+    values = tuple(yaml.safe_load(v) for v in spec.split(",") if v.strip())
+    if not values:
+        raise FedbenchError(f"--grid {item!r} lists no values")
+    return SearchField(key, "grid", values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells and trials
+
+
+@dataclass
+class Cell:
+    """One (row, column) of the table: its run config (first seed) and its study."""
+
+    method: str
+    setting: dict[str, Any]
+    config: dict[str, Any]
+    study: optuna.Study | None = None
+
+    @property
+    def column(self) -> str:
+        return column_key(self.setting)
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} | {self.column}"
+
+
+@dataclass
+class Trial:
+    cell: Cell
+    trial: Any  # optuna.Trial, or a FrozenTrial of an interrupted tune being resumed
+    run: PlannedRun
+    reported: int = 0
+
+
+def tuning_cells(
+    plan: Plan, *, rounds: int | None, val_fraction: float, columns: list[str] | None = None
+) -> list[Cell]:
+    """The plan's (row, column) cells at their first seed, evaluated on the validation split."""
+    wanted = [_split(c, "--column", "KEY=VALUE") for c in columns or []]
+    cells: dict[tuple[str, str], Cell] = {}
+    for run in plan.runs:
+        if any(str(run.setting.get(k)) != v for k, v in wanted):
+            continue
+        key = (run.method, column_key(run.setting))
+        if key in cells:
+            continue
+        data = run.cfg.to_dict()
+        data["data"]["val_fraction"] = val_fraction
+        if rounds is not None:
+            data["fl"]["rounds"] = rounds
+        cells[key] = Cell(run.method, dict(run.setting), data)
+    if not cells:
+        raise FedbenchError(
+            f"no cell of {plan.table.table} matches --column {', '.join(columns or [])}"
+        )
+    return list(cells.values())
+
+
+def _trial_run(cell: Cell, params: dict[str, Any], plan: Plan) -> PlannedRun:
+    data = copy.deepcopy(cell.config)
+    for key, value in params.items():
+        set_path(data, key.split("."), value)
+    try:
+        cfg = parse_run_config(data)
+    except FedbenchError as exc:
+        raise FedbenchError(f"tune {cell.name}: {exc}") from None
+    return PlannedRun(cell.method, cell.setting, cfg.seed, cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver
+
+
+@dataclass
+class TuneResult:
+    folder: Path
+    tuned: Tuned
+    #: Per cell: (method, column, best values, best score, completed, pruned, failed).
+    rows: list[tuple[str, str, dict[str, Any], float, int, int, int]] = field(default_factory=list)
+
+
+Launch = Callable[[Plan], dict[str, Any]]
+
+
+def tune(
+    plan: Plan,
+    fields: list[SearchField],
+    *,
+    out: Path,
+    trials: int | None,
+    rounds: int | None,
+    val_fraction: float,
+    launch: Launch,
+    columns: list[str] | None = None,
+    seed: int = 0,
+    batch: int = 1,
+    on_trial: Callable[[str], None] | None = None,
+) -> TuneResult:
+    """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials."""
+    trials = _trial_budget(fields, trials, val_fraction)
+    folder = out / f"{plan.name}-tune"
+    folder.mkdir(parents=True, exist_ok=True)
+    cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
+    _open_studies(cells, fields, folder / STUDY_FILE, seed)
+    distributions = {f.key: f.distribution() for f in fields}
+    queue = _resumed_trials(cells, plan)
+    while True:
+        queue += _new_trials(cells, trials, distributions, plan, batch - len(queue))
+        if not queue:
+            break
+        _run_batch(queue, plan, launch, out, on_trial)
+        queue = []
+    tuned, rows = _best(cells)
+    _write_tuned(folder / TUNED_FILE, plan, fields, tuned, rows, val_fraction, rounds)
+    return TuneResult(folder, tuned, rows)
+
+
+def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: float) -> int:
+    """Trials per cell (with only --grid fields: the grid's size by default); checks the
+    search fields and the validation fraction."""
+    if not fields:
+        raise FedbenchError("give at least one --space or --grid field to tune")
+    if len({f.key for f in fields}) != len(fields):
+        raise FedbenchError("a field is given twice in --space/--grid")
+    if not 0 < val_fraction < 1:
+        raise FedbenchError("--val-fraction must be in (0, 1): the test set is never tuned on")
+    if trials is None:
+        if any(f.kind != "grid" for f in fields):
+            raise FedbenchError("--trials is required with --space")
+        trials = math.prod(len(f.values) for f in fields)
+    if trials < 1:
+        raise FedbenchError("--trials must be at least 1")
+    return trials
+
+
+def _open_studies(cells: list[Cell], fields: list[SearchField], path: Path, seed: int) -> None:
+    """Create (or load, when resuming) each cell's study in one SQLite file."""
+    optuna = _optuna()
+    storage = f"sqlite:///{path.resolve()}"
+    for cell in cells:
+        cell.study = optuna.create_study(
+            study_name=cell.name,
+            storage=storage,
+            load_if_exists=True,
+            direction="maximize",
+            sampler=optuna.samplers.TPESampler(seed=seed),
+            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+        )
+        if all(f.kind == "grid" for f in fields) and not cell.study.get_trials(deepcopy=False):
+            # A grid is enqueued point by point (Optuna's GridSampler stops the study from
+            # inside, which only works under study.optimize, not with ask/tell).
+            keys = [f.key for f in fields]
+            for point in itertools.product(*(f.values for f in fields)):
+                cell.study.enqueue_trial(dict(zip(keys, point, strict=True)))
+
+
+def _finished(study: Any) -> int:
+    """Trials asked so far (between batches every RUNNING one is in the queue being resumed;
+    WAITING ones are enqueued grid points not asked yet)."""
+    return sum(t.state.name != "WAITING" for t in study.get_trials(deepcopy=False))
+
+
+def _resumed_trials(cells: list[Cell], plan: Plan) -> list[Trial]:
+    """Trials left RUNNING by a killed tune: run again (their runs resume from checkpoints)."""
+    found = []
+    for cell in cells:
+        for frozen in cell.study.get_trials(deepcopy=False):
+            if frozen.state.name == "RUNNING":
+                found.append(Trial(cell, frozen, _trial_run(cell, frozen.params, plan)))
+    return found
+
+
+def _new_trials(
+    cells: list[Cell], trials: int, distributions: dict[str, Any], plan: Plan, room: int
+) -> list[Trial]:
+    """Up to `room` new trials, round-robin over the cells that still need some."""
+    new: list[Trial] = []
+    while len(new) < room:
+        open_cells = [c for c in cells if _finished(c.study) < trials]
+        if not open_cells:
+            break
+        for cell in open_cells[: room - len(new)]:
+            trial = cell.study.ask(distributions)
+            new.append(Trial(cell, trial, _trial_run(cell, trial.params, plan)))
+    return new
+
+
+def _report_progress(item: Trial, out: Path) -> None:
+    """Report the trial's new evaluation rows to its study; ask a hopeless trial to stop."""
+    if not hasattr(item.trial, "report"):  # a resumed FrozenTrial: it runs to its end
+        return
+    folder = RunFolder.for_config(out, item.run.cfg)
+    rows = [r for r in folder.read_metrics() if r.get("round", 0) > 0]
+    for row in rows[item.reported :]:
+        value = row.get(OBJECTIVE)
+        if value is not None and math.isfinite(value):
+            item.trial.report(float(value), step=int(row["round"]))
+    item.reported = max(item.reported, len(rows))
+    if rows and not folder.stop_requested() and item.trial.should_prune():
+        folder.request_stop(f"pruned by the median rule at round {rows[-1]['round']}")
+
+
+def _run_batch(
+    queue: list[Trial],
+    plan: Plan,
+    launch: Launch,
+    out: Path,
+    on_trial: Callable[[str], None] | None,
+) -> None:
+    batch_plan = Plan(plan.table, plan.preset, [t.run for t in queue], plan.overrides)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(launch, batch_plan)
+        while not future.done():
+            for item in queue:
+                _report_progress(item, out)
+            time.sleep(0.5)
+        outcomes = future.result()
+    for item in queue:
+        _report_progress(item, out)
+        _tell(item, outcomes.get(item.run.run_id), out)
+        if on_trial is not None:
+            on_trial(_describe(item))
+
+
+def _tell(item: Trial, outcome: Any, out: Path) -> None:
+    state = _optuna().trial.TrialState
+    summary = RunFolder.for_config(out, item.run.cfg).read_summary() or {}
+    status = summary.get("status") or getattr(outcome, "status", "failed")
+    study = item.cell.study
+    number = item.trial.number
+    value = (summary.get("final") or {}).get(OBJECTIVE)
+    if status == "completed" and value is not None and math.isfinite(value):
+        study.tell(number, float(value))
+    elif status == "stopped":
+        study.tell(number, state=state.PRUNED)
+    else:
+        study.tell(number, state=state.FAIL)  # diverged or failed: no score
+
+
+def _describe(item: Trial) -> str:
+    frozen = item.cell.study.get_trials(deepcopy=False)[item.trial.number]
+    values = ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in frozen.params.items()
+    )
+    score = f" {OBJECTIVE} {frozen.value:.2f}" if frozen.value is not None else ""
+    return f"{item.cell.name} trial {frozen.number}: {values} -> {frozen.state.name.lower()}{score}"
+
+
+def _best(
+    cells: list[Cell],
+) -> tuple[Tuned, list[tuple[str, str, dict[str, Any], float, int, int, int]]]:
+    tuned: Tuned = {}
+    rows = []
+    for cell in cells:
+        trials = cell.study.get_trials(deepcopy=False)
+        counts = [sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL")]
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        if not complete:
+            rows.append((cell.method, cell.column, {}, math.nan, *counts))
+            continue
+        best = max(complete, key=lambda t: t.value)
+        tuned.setdefault(cell.method, {})[cell.column] = dict(best.params)
+        rows.append((cell.method, cell.column, dict(best.params), float(best.value), *counts))
+    return tuned, rows
+
+
+def _write_tuned(
+    path: Path,
+    plan: Plan,
+    fields: list[SearchField],
+    tuned: Tuned,
+    rows: list[tuple[str, str, dict[str, Any], float, int, int, int]],
+    val_fraction: float,
+    rounds: int | None,
+) -> None:
+    """Write (or update) tuned.yaml: the cells of this tune replace their earlier entries, the
+    other cells (tuned by another command, e.g. another group of rows) are kept."""
+    document: dict[str, Any] = {"table": plan.table.table, "preset": plan.preset, "rows": {}}
+    if path.is_file():
+        earlier = read_yaml(path)
+        if earlier.get("table") == plan.table.table and earlier.get("preset") == plan.preset:
+            document["rows"] = earlier.get("rows") or {}
+    space = {f.key: f"{f.kind}:{':'.join(str(v) for v in f.values)}" for f in fields}
+    for method, column, values, score, complete, pruned, failed in rows:
+        document["rows"].setdefault(method, {})[column] = {
+            "values": values,
+            "score": None if math.isnan(score) else round(score, 4),
+            "objective": {
+                "metric": OBJECTIVE,
+                "split": "validation",
+                "val_fraction": val_fraction,
+                "rounds": rounds,
+                "at": "final round",
+            },
+            "space": space,
+            "trials": {"completed": complete, "pruned": pruned, "failed": failed},
+        }
+    header = "# Written by `fedbench tune`; apply with `fedbench run TABLE --tuned THIS_FILE`.\n"
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False))
+
+
+# ---------------------------------------------------------------------------------------------
+# Applying a tune
+
+
+def load_tuned(path: Path, table: TableConfig) -> Tuned:
+    """The per-cell overrides of a tuned.yaml written for `table` (checked against its rows)."""
+    data = read_yaml(path)
+    if data.get("table") != table.table or not isinstance(data.get("rows"), dict):
+        raise FedbenchError(
+            f"{path} is not a tuned.yaml for table {table.table!r} (it names "
+            f"{data.get('table')!r}); run `fedbench tune {table.table}` to make one"
+        )
+    tuned: Tuned = {}
+    for method, columns in data["rows"].items():
+        if method not in table.methods:
+            raise FedbenchError(f"{path}: row {method!r} is not in {table.table}")
+        for column, entry in (columns or {}).items():
+            values = (entry or {}).get("values") or {}
+            if values:
+                tuned.setdefault(method, {})[str(column)] = dict(values)
+    if not tuned:
+        raise FedbenchError(f"{path} holds no tuned values (no trial completed)")
+    return tuned

@@ -1,0 +1,157 @@
+"""`fedbench tune`: per-cell studies on a validation split, tuned.yaml, `run --tuned`, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from fedbench.config import load_run_config
+from fedbench.engine.run_folder import RunFolder
+from fedbench.errors import FedbenchError
+from fedbench.runner.launcher import launch
+from fedbench.runner.table_config import expand, parse_table_config
+from fedbench.runner.tune import (
+    STUDY_FILE,
+    Cell,
+    Trial,
+    _report_progress,
+    load_tuned,
+    parse_grid,
+    parse_space,
+    tune,
+)
+from tests.conftest import tiny_table_data
+
+LRS = [0.003, 0.3]
+
+
+def _table(tmp_path: Path) -> Path:
+    data = tiny_table_data()
+    data["methods"] = {"Local SGD": data["methods"]["Local SGD"]}
+    data["base"]["fl"]["rounds"] = 2
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _plan(path: Path):
+    return expand(parse_table_config(yaml.safe_load(path.read_text())), seeds=1)
+
+
+def _tune(plan, out: Path, trials: int | None = None):
+    return tune(
+        plan,
+        [parse_grid("algorithm.lr=" + ",".join(map(str, LRS)))],
+        out=out,
+        trials=trials,
+        rounds=None,
+        val_fraction=0.2,
+        launch=lambda p: launch(p, out, workers=1),
+    )
+
+
+def test_space_and_grid_parsing() -> None:
+    field = parse_space("algorithm.lr=log:1e-4:1e-1")
+    assert (field.key, field.kind, field.values) == ("algorithm.lr", "log", (1e-4, 1e-1))
+    assert parse_grid("algorithm.alpha=0,0.5,1").values == (0, 0.5, 1)
+    for bad in ("algorithm.lr", "algorithm.lr=log:1", "algorithm.lr=log:0:1", "x=cubic:1:2"):
+        with pytest.raises(FedbenchError):
+            parse_space(bad)
+
+
+@pytest.mark.slow
+def test_grid_tune_picks_the_best_validation_score_and_run_uses_it(tmp_path: Path, run_cli):
+    path = _table(tmp_path)
+    result = _tune(_plan(path), tmp_path)
+    # Every grid value ran once, on the validation split, and the best one was chosen.
+    scores = {}
+    for run_dir in (tmp_path / "runs").iterdir():
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert cfg["data"]["val_fraction"] == 0.2 and summary["eval_split"] == "validation"
+        scores[cfg["algorithm"]["lr"]] = summary["final"]["test_acc"]
+    assert sorted(scores) == LRS
+    best = max(scores, key=scores.get)
+    column = "partition.alpha=0.6"
+    assert result.tuned == {"Local SGD": {column: {"algorithm.lr": best}}}
+    written = yaml.safe_load((result.folder / "tuned.yaml").read_text())
+    assert written["rows"]["Local SGD"][column]["score"] == pytest.approx(scores[best], abs=1e-4)
+    assert written["rows"]["Local SGD"][column]["objective"]["split"] == "validation"
+
+    # `run --tuned` trains every seed of the cell at the tuned value, on the test set.
+    code, _, err = run_cli(
+        "run", str(path), "--tuned", str(result.folder / "tuned.yaml"), "--out", str(tmp_path)
+    )
+    assert code == 0, err
+    plan = json.loads((tmp_path / "tiny-tuned" / "plan.json").read_text())
+    assert plan["tuned"] == result.tuned
+    for run in plan["runs"]:
+        cfg = yaml.safe_load((tmp_path / "runs" / run["run_id"] / "config.yaml").read_text())
+        assert cfg["algorithm"]["lr"] == best and cfg["data"]["val_fraction"] == 0.0
+
+
+@pytest.mark.slow
+def test_a_killed_tune_resumes_its_unfinished_trial_without_new_ones(tmp_path: Path):
+    plan = _plan(_table(tmp_path))
+    _tune(plan, tmp_path, trials=1)
+    study_name = "Local SGD | partition.alpha=0.6"
+    storage = f"sqlite:///{(tmp_path / 'tiny-tune' / STUDY_FILE).resolve()}"
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    # A kill in the middle of the second trial leaves it RUNNING in the study.
+    grid = parse_grid("algorithm.lr=" + ",".join(map(str, LRS))).distribution()
+    stale = study.ask({"algorithm.lr": grid})  # the enqueued second grid point
+    assert stale.number == 1
+    result = _tune(plan, tmp_path, trials=2)
+    trials = optuna.load_study(study_name=study_name, storage=storage).get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]  # resumed, none added
+    assert trials[1].params == {"algorithm.lr": 0.3}
+    assert result.rows[0][4:] == (2, 0, 0)
+
+
+def test_a_pruned_trial_is_asked_to_stop_and_the_engine_stops(tmp_path: Path, run_cli):
+    from tests.conftest import TINY
+
+    class Hopeless:
+        def __init__(self) -> None:
+            self.reported: list[tuple[float, int]] = []
+
+        def report(self, value: float, step: int) -> None:
+            self.reported.append((value, step))
+
+        def should_prune(self) -> bool:
+            return True
+
+    plan = _plan(_table(tmp_path))
+    run = plan.runs[0]
+    folder = RunFolder.for_config(tmp_path, run.cfg)
+    folder.path.mkdir(parents=True)
+    folder.metrics.write_text('{"round": 0, "test_acc": 10.0}\n{"round": 1, "test_acc": 12.5}\n')
+    trial = Hopeless()
+    item = Trial(Cell(run.method, run.setting, run.cfg.to_dict()), trial, run)
+    _report_progress(item, tmp_path)
+    assert trial.reported == [(12.5, 1)]  # round 0 (the initial model) is not a trial's result
+    assert "median" in (folder.stop_requested() or "")
+
+    # A STOP request ends a training run after its next evaluation, as `stopped` (final).
+    args = [*TINY, "--set", "eval.every=1"]
+    cfg = load_run_config(None, args[1::2])
+    target = RunFolder.for_config(tmp_path / "t", cfg)
+    target.request_stop("by hand")
+    code, _, err = run_cli("train", *args, "--out", str(tmp_path / "t"))
+    assert code == 0, err
+    summary = json.loads(target.summary.read_text())
+    assert summary["status"] == "stopped" and summary["error"] == "by hand"
+    assert summary["final"]["round"] == 1 and len(target.read_metrics()) == 2
+    assert target.is_finished()
+
+
+def test_tuned_file_for_another_table_is_refused(tmp_path: Path) -> None:
+    table = parse_table_config(tiny_table_data())
+    other = tmp_path / "tuned.yaml"
+    other.write_text(yaml.safe_dump({"table": "table1", "rows": {}}))
+    with pytest.raises(FedbenchError, match=r"not a tuned\.yaml for table 'tiny'"):
+        load_tuned(other, table)
