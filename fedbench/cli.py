@@ -76,8 +76,7 @@ def blocks(
 ) -> None:
     """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B
     (`--kind auto`, the default, shows which partition auto picks for this model)."""
-    from fedbench.algorithms.blocks import BLOCK_KINDS, resolve_blocks
-    from fedbench.algorithms.hessian import block_layout
+    from fedbench.algorithms.blocks import BLOCK_KINDS, block_layout, resolve_blocks
     from fedbench.config import load_run_config
     from fedbench.engine.setup import model_and_spec
 
@@ -423,6 +422,13 @@ def bench(
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object as the last line.")
     ] = False,
+    suite: Annotated[
+        str | None,
+        typer.Option(help="Run a suite of workloads instead of CONFIG: table1 (Table 1 shapes)."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Where --suite writes <device>.json.")] = Path(
+        "benchmarks/results"
+    ),
 ) -> None:
     """Throughput of the engine (client steps/s) and its overhead over a bare PyTorch loop."""
     import json
@@ -430,6 +436,28 @@ def bench(
     from fedbench.config import load_run_config
     from fedbench.engine.bench import run_bench
 
+    if suite is not None:
+        from fedbench.engine.bench_suite import run_suite
+
+        if config is not None:
+            raise FedbenchError("--suite runs its own configs; drop CONFIG (use --set to scale)")
+        path, result = run_suite(
+            suite,
+            sets=set_ or [],
+            rounds=rounds,
+            warmup=warmup,
+            repeats=repeats,
+            threads=threads,
+            out_dir=out,
+            log=None if json_ else console.print,
+        )
+        if json_:
+            print(json.dumps(result))
+        else:
+            console.print(
+                f"wrote {path}: projected Table 1 hours {result['projected_table1_hours']}"
+            )
+        return
     cfg = load_run_config(config, set_ or [])
     if threads is not None:
         import torch

@@ -89,7 +89,9 @@ class EvalConfig(Strict):
 
 class RuntimeConfig(Strict):
     device: str = "auto"
-    precision: Literal["fp32", "bf16"] = "fp32"
+    #: fp32; tf32 = fp32 storage with TF32 matmuls/convolutions on CUDA (fp32 on the CPU);
+    #: bf16 = bfloat16 autocast of forward and backward.
+    precision: Literal["fp32", "tf32", "bf16"] = "fp32"
     compile: bool = False
     engine: Literal["sequential", "vectorized"] = "sequential"
     checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")
@@ -97,6 +99,18 @@ class RuntimeConfig(Strict):
     #: Where the per-client state store (e.g. SCAFFOLD's c_i for all N clients) lives between
     #: rounds: auto = cpu when the model is on a GPU (N model-sized states rarely fit beside it).
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
+    #: Clients trained together by the vectorised engine (peak memory grows linearly with it):
+    #: auto = as many as fit in half the free device memory, from an estimate per client.
+    client_chunk: int | Literal["auto"] = Field(default="auto", ge=1)
+    #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
+    #: where the run allows it, off on the CPU.
+    cuda_graphs: Literal["auto", "on", "off"] = "auto"
+
+    @field_validator("cuda_graphs", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted on/off as true/false.
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
 class RunConfig(Strict):
@@ -138,7 +152,14 @@ class RunConfig(Strict):
         """Readable prefix + a hash of everything that can change the results."""
         data = self.to_dict()
         runtime = data["runtime"]
-        for key in ("workers", "checkpoint_every", "client_state_device"):
+        # Settings that change speed or memory but not the results.
+        for key in (
+            "workers",
+            "checkpoint_every",
+            "client_state_device",
+            "client_chunk",
+            "cuda_graphs",
+        ):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")

@@ -12,13 +12,9 @@ import fedbench
 
 ROOT = Path(fedbench.__file__).parent
 
-#: Cycles that exist today, each with the change that removes it. A listed cycle that is gone
-#: fails the test too, so that its entry is deleted and it cannot come back unnoticed.
-KNOWN_CYCLES = {
-    # build_partition imports the Hessian partition, which imports BlockPartition (both
-    # function-level); blocks.py and hessian.py are being reworked for `blocks: auto` (issue 12).
-    frozenset({"fedbench.algorithms.blocks", "fedbench.algorithms.hessian"}),
-}
+#: Cycles tolerated for a while, each with the change that will remove it (none today). A listed
+#: cycle that is gone fails the test too, so that its entry is deleted.
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def module_names() -> dict[str, Path]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 import torch
 from torch import Tensor
 
+from fedbench.algorithms.hessian import role_row_groups, roles_known
 from fedbench.errors import FedbenchError
 
 if TYPE_CHECKING:
@@ -87,8 +88,6 @@ def resolve_blocks(kind: str, spec: ParamSpec | None = None) -> str:
     heads: ViT, Swin, RoBERTa, their LoRA adapters) and `tensor` otherwise (CNNs, logreg)."""
     if kind != "auto":
         return kind
-    from fedbench.algorithms.hessian import roles_known
-
     return "hessian" if spec is not None and roles_known(spec) else "tensor"
 
 
@@ -100,9 +99,7 @@ def build_partition(
     shapes = [torch.Size(s) for s in shapes]
     kind = resolve_blocks(kind, spec)
     if kind in ("hessian", "dp_paper") and spec is not None:
-        from fedbench.algorithms.hessian import role_partition
-
-        return role_partition(spec, kind)
+        return BlockPartition(shapes, role_row_groups(spec, kind))
     if kind == "tensor":
         return BlockPartition(shapes, [None] * len(shapes))
     if kind == "global":
@@ -110,3 +107,9 @@ def build_partition(
     raise FedbenchError(
         f"blocks: {kind} is not available for this model; use blocks: tensor or blocks: global"
     )
+
+
+def block_layout(spec: ParamSpec, kind: str = "auto") -> list[tuple[str, tuple[int, ...], int]]:
+    """(name, shape, number of blocks) per trainable tensor under `blocks: kind`."""
+    counts = build_partition(kind, spec.shapes, spec).block_counts()
+    return [(n, tuple(s), c) for n, s, c in zip(spec.names, spec.shapes, counts, strict=True)]

@@ -28,7 +28,6 @@ from typing import Literal
 import torch
 
 from fedbench.algorithms.base import ParamSpec
-from fedbench.algorithms.blocks import BlockPartition
 from fedbench.errors import FedbenchError
 
 QUERY_KEY = {"query", "key", "q_proj", "k_proj", "q", "k"}
@@ -105,19 +104,8 @@ def roles_known(spec: ParamSpec) -> bool:
     return any(name in spec.heads for name in spec.names)
 
 
-def role_partition(spec: ParamSpec, kind: RoleKind) -> BlockPartition:
+def role_row_groups(spec: ParamSpec, kind: RoleKind) -> list[list[int] | None]:
+    """The row groups of every trainable tensor under a role partition (fedbench.algorithms.blocks
+    builds the BlockPartition from them)."""
     shapes = [torch.Size(s) for s in spec.shapes]
-    groups = [row_groups(spec, n, s, kind) for n, s in zip(spec.names, shapes, strict=True)]
-    return BlockPartition(shapes, groups)
-
-
-def hessian_partition(spec: ParamSpec) -> BlockPartition:
-    return role_partition(spec, "hessian")
-
-
-def block_layout(spec: ParamSpec, kind: str = "auto") -> list[tuple[str, tuple[int, ...], int]]:
-    """(name, shape, number of blocks) per trainable tensor under `blocks: kind`."""
-    from fedbench.algorithms.blocks import build_partition
-
-    counts = build_partition(kind, spec.shapes, spec).block_counts()
-    return [(n, tuple(s), c) for n, s, c in zip(spec.names, spec.shapes, counts, strict=True)]
+    return [row_groups(spec, n, s, kind) for n, s in zip(spec.names, shapes, strict=True)]

@@ -10,6 +10,8 @@ which makes the ratio robust to other processes sharing the CPU.
     client_steps_per_s = S * K * rounds / engine seconds
     bare_steps_per_s   = the same number of steps / bare seconds
     overhead           = engine seconds / bare seconds (per step)
+    engine_peak_mem_mb = peak memory after the engine's first (warm-up) rounds, read before the
+                         bare loop has run (a CPU process' peak RSS cannot be reset)
 """
 
 from __future__ import annotations
@@ -128,11 +130,18 @@ def run_bench(
             _sync(device)
             return time.perf_counter() - t0
 
-        engine_rounds(0, warmup)
-        bare_steps(warmup * steps_per_round)
+        # The engine runs first, so the peak read before the bare loop starts is the engine's.
         engine_times, bare_times = [], []
-        for rep in range(repeats):
+        if warmup:
+            engine_rounds(0, warmup)
+        else:
+            engine_times.append(engine_rounds(0, rounds))
+        engine_peak = peak_memory_mb(device)
+        bare_steps(warmup * steps_per_round)
+        for rep in range(len(engine_times), repeats):
             engine_times.append(engine_rounds(warmup + rep * rounds, rounds))
+            bare_times.append(bare_steps(rounds * steps_per_round))
+        if not bare_times:
             bare_times.append(bare_steps(rounds * steps_per_round))
     steps = rounds * steps_per_round
     engine_s, bare_s = min(engine_times), min(bare_times)
@@ -153,5 +162,6 @@ def run_bench(
         "bare_steps_per_s": steps / bare_s,
         "overhead": engine_s / bare_s,
         "peak_mem_mb": peak_memory_mb(device),
+        "engine_peak_mem_mb": engine_peak,
         "threads": torch.get_num_threads(),
     }

@@ -47,6 +47,8 @@ class LocalTraining:
     #: Applied to every batch on the device (normalisation, resizing), or None.
     prepare: Callable[[Tensor], Tensor] | None = None
     autocast: torch.dtype | None = None
+    #: Batches in NHWC (the model was converted to channels_last: CUDA convnets).
+    channels_last: bool = False
     #: The DP mechanism (per-sample clipping + noise) of a private run, else None.
     private: PrivateGradient | None = None
     #: Poisson sampling of the private batches (privacy.sampling: poisson).
@@ -79,7 +81,8 @@ def run_client(
         order = batch_indices(samples, info.local_steps, batch_size, generator)
     device_type = samples.device.type
     cast = (
-        torch.autocast(device_type, dtype=autocast)
+        # No weight-cast cache: it lives for one step anyway, and CUDA graph capture needs it off.
+        torch.autocast(device_type, dtype=autocast, cache_enabled=False)
         if autocast is not None
         else contextlib.nullcontext()
     )
@@ -91,6 +94,8 @@ def run_client(
             xb = data.augment(xb, generator)
         if prepare is not None:
             xb = prepare(xb)
+        if run.channels_last and xb.ndim == 4:
+            xb = xb.contiguous(memory_format=torch.channels_last)
 
         def gradient(xb: Tensor = xb, yb: Tensor = yb) -> list[Tensor]:
             if private is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -15,6 +16,12 @@ from torch import Tensor
 import fedbench
 from fedbench.algorithms.base import RoundInfo, State
 from fedbench.config import RunConfig
+from fedbench.engine.accelerate import (
+    GraphedForward,
+    apply_precision,
+    cuda_graphs_wanted,
+    use_channels_last,
+)
 from fedbench.engine.aggregation import RoundResults, finish_round
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.client import LocalTraining, run_client
@@ -42,6 +49,9 @@ class Engine:
         self.folder = folder
         self.console = console
         model = setup.model
+        runtime = self.cfg.runtime
+        self.autocast = apply_precision(runtime.precision, setup.device)
+        channels_last = use_channels_last(model, setup.device)  # before x copies the layout
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.buffers = _state_buffers(model)
         self.x = [p.detach().clone() for p in self.params]
@@ -54,8 +64,11 @@ class Engine:
             torch.device("cpu") if store == "cpu" or (store == "auto" and on_gpu) else setup.device
         )
         self.diagnostics: dict[str, float | None] = {"client_drift": None, "v_spread": None}
-        self.forward = torch.compile(model) if self.cfg.runtime.compile else model
-        self.autocast = torch.bfloat16 if self.cfg.runtime.precision == "bf16" else None
+        self.forward: Callable[[Tensor], Tensor] = (
+            torch.compile(model) if runtime.compile else model
+        )
+        if cuda_graphs_wanted(self.cfg, setup.device):
+            self.forward = GraphedForward(model)
         plan = setup.privacy
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
@@ -69,6 +82,7 @@ class Engine:
             grad_clip=self.cfg.algorithm.grad_clip,
             prepare=setup.prepare,
             autocast=self.autocast,
+            channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
         )

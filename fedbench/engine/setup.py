@@ -14,6 +14,7 @@ from fedbench.config import RunConfig
 from fedbench.data import Dataset, load_dataset
 from fedbench.data.partition import partition
 from fedbench.data.validation import holdout_validation
+from fedbench.engine.accelerate import check_cuda_graphs
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
@@ -101,6 +102,7 @@ def _compose(
 def prepare_run(cfg: RunConfig) -> RunSetup:
     """Load data, partition it, build the model and the algorithm; raise FedbenchError on bad input."""
     device = resolve_device(cfg.runtime.device)
+    check_cuda_graphs(cfg, device)
     algorithm_cls = ALGORITHMS.get(cfg.algorithm.name)
     data = load_dataset(cfg.data)
     labels = data.y_train.numpy()

@@ -9,13 +9,20 @@ together, as one batched computation over a leading client dimension.
 - `client_begin` / `client_end` run per client once per round on unstacked views, so block
   means/expansions (FedAdamW) and per-client stores (SCAFFOLD's c_i) need no client dim; the
   aggregation is a weighted reduction over the client dimension.
+- The S clients train in chunks of `runtime.client_chunk` (auto: as many as fit in half the free
+  device memory, `fedbench.engine.memory`), so peak memory grows with the chunk, not with S;
+  every chunk's uploads go into the same streaming aggregation.
 - Batches are exactly the sequential engine's: the order of client i is drawn from the generator
   seeded by (seed, round, client), and augmentation consumes that same generator, so both engines
   agree to float rounding (fp32, dropout-free models). Gradient clipping is per client.
 
-Models with BatchNorm (per-client running statistics), DP runs and algorithms whose local rule
-is not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT, DP-FedSAM's
-two-gradient step) run on the sequential engine instead, with a printed note.
+BatchNorm: each client's buffers (running statistics, step counter) are stacked like its
+parameters and updated in place by its own forward passes (batch statistics per client); at the
+end of the round they are averaged as the sequential engine averages them. Clients whose batch
+sizes differ train in separate groups then (padding would enter the batch statistics).
+DP runs and algorithms whose local rule is not elementwise (`Algorithm.supports_vectorized`
+False: DP-FedAvg-LS's FFT, DP-FedSAM's two-gradient step) run on the sequential engine
+instead, with a printed note.
 """
 
 from __future__ import annotations
@@ -27,25 +34,20 @@ from rich.console import Console
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from fedbench.algorithms.base import RoundInfo, State
+from fedbench.algorithms.base import RoundInfo
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.aggregation import RoundResults
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
+from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup
-
-
-def has_batchnorm(model: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
     """Why this run cannot use the vectorised engine, or None when it can."""
     if setup.cfg.privacy is not None:
         return "DP training (per-sample clipping and noise) is not vectorised yet"
-    if has_batchnorm(setup.model):
-        return "the model has BatchNorm (per-client running statistics)"
     if not setup.algorithm.supports_vectorized:
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
     return None
@@ -69,23 +71,36 @@ class VectorizedEngine(Engine):
         super().__init__(setup, folder, console)
         model = setup.model
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        # Buffers in the state_dict (BatchNorm statistics) are stacked per client like the
+        # parameters and updated in place by each client's forward; the rest are constants.
+        in_state = set(model.state_dict())
+        self.buffer_names = [n for n, _ in model.named_buffers() if n in in_state]
         self.constants = {
             **{n: p.detach() for n, p in model.named_parameters() if not p.requires_grad},
-            **dict(model.named_buffers()),
+            **{n: b for n, b in model.named_buffers() if n not in in_state},
         }
 
-        def loss(params: dict[str, Tensor], x: Tensor, y: Tensor, w: Tensor | None) -> Tensor:
-            logits = functional_call(model, (params, self.constants), (x,))
+        def loss(
+            params: dict[str, Tensor],
+            buffers: dict[str, Tensor],
+            x: Tensor,
+            y: Tensor,
+            w: Tensor | None,
+        ) -> Tensor:
+            logits = functional_call(model, (params, buffers, self.constants), (x,))
             if w is None:
                 return nn.functional.cross_entropy(logits, y)
             # Padded batch (clients of unequal sizes with batch_size 0): masked mean.
             per_sample = nn.functional.cross_entropy(logits, y, reduction="none")
             return (per_sample * w).sum() / w.sum()
 
-        self.grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0), randomness="different")
+        self.grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0, 0), randomness="different")
         self.grad_fn_unweighted = vmap(
-            grad(lambda p, x, y: loss(p, x, y, None)), in_dims=(0, 0, 0), randomness="different"
+            grad(lambda p, b, x, y: loss(p, b, x, y, None)),
+            in_dims=(0, 0, 0, 0),
+            randomness="different",
         )
+        self._per_client_bytes: int | None = None
         if self.cfg.runtime.compile:
             self.grad_fn = torch.compile(self.grad_fn)
             self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
@@ -113,19 +128,62 @@ class VectorizedEngine(Engine):
             mask[i, :, : o.shape[1]] = 1.0
         return padded, mask, generators
 
+    def client_chunk(self, clients: int) -> int:
+        """Clients trained together (`runtime.client_chunk`; auto: from free device memory)."""
+        chunk = self.cfg.runtime.client_chunk
+        if chunk != "auto":
+            return min(int(chunk), clients)
+        if self._per_client_bytes is None:
+            s = self.setup
+            sample = s.data.x_train[:1]
+            if s.prepare is not None:
+                sample = s.prepare(sample)
+            self._per_client_bytes = client_bytes(
+                s.model, sample[0], max(1, self.cfg.fl.batch_size)
+            )
+        return auto_client_chunk(
+            self._per_client_bytes, free_memory_bytes(self.setup.device), clients
+        )
+
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
+        clients = self.setup.schedule[r]
+        info = RoundInfo(r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients))
+        results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
+        chunk = self.client_chunk(len(clients))
+        for group in self._groups(clients):
+            for start in range(0, len(group), chunk):
+                self._train_chunk(group[start : start + chunk], info, results)
+        self._finish_round(results, info)
+
+    def _groups(self, clients: list[int]) -> list[list[int]]:
+        """The clients in groups trained apart: with BatchNorm, one group per batch width, as
+        padded samples would enter the batch statistics; otherwise one group (padded)."""
+        if not self.buffer_names:
+            return [clients]
+        batch = self.cfg.fl.batch_size
+        groups: dict[int, list[int]] = {}
+        for client in clients:
+            size = self.setup.client_sizes[client]
+            groups.setdefault(size if batch == 0 or batch >= size else batch, []).append(client)
+        return list(groups.values())
+
+    def _train_chunk(self, clients: list[int], info: RoundInfo, results: RoundResults) -> None:
+        """Train `clients` together for K steps and add their uploads to the round's results."""
         s, cfg = self.setup, self.cfg
         algorithm = s.algorithm
-        clients = s.schedule[r]
         n = len(clients)
-        info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, n)
         stored = [self.client_states.get(c) for c in clients]
         stored = [None if st is None else to_device(st, s.device) for st in stored]
         local = stack_states(
             [algorithm.client_begin(self.x, self.server, st, info) for st in stored]
         )
         y = [t.unsqueeze(0).repeat(n, *([1] * t.ndim)) for t in self.x]
+        buffers = {
+            name: g.unsqueeze(0).repeat(n, *([1] * g.ndim))
+            for name, g in zip(self.buffer_names, self.global_buffers, strict=True)
+        }
         orders, mask, generators = self._orders(clients, info)
+        s.model.train()
         data = s.data
         cast = (
             torch.autocast(s.device.type, dtype=self.autocast)
@@ -142,30 +200,16 @@ class VectorizedEngine(Engine):
             params = dict(zip(self.names, y, strict=True))
             with cast:
                 if mask is None:
-                    grads = self.grad_fn_unweighted(params, xb, yb)
+                    grads = self.grad_fn_unweighted(params, buffers, xb, yb)
                 else:
-                    grads = self.grad_fn(params, xb, yb, mask[:, k - 1])
+                    grads = self.grad_fn(params, buffers, xb, yb, mask[:, k - 1])
             g = [grads[name] for name in self.names]
             clip_per_client_(g, cfg.algorithm.grad_clip)
             with torch.no_grad():
                 algorithm.local_step(y, g, local, k, info)
-        self._aggregate(clients, stored, y, local, info, diagnostics)
-
-    def _aggregate(
-        self,
-        clients: list[int],
-        stored: list[State | None],
-        y: list[Tensor],
-        local: State,
-        info: RoundInfo,
-        diagnostics: bool,
-    ) -> None:
-        """The sequential engine's end of round, client by client over the stacked results."""
-        results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
         for i, client in enumerate(clients):
             params = [t[i] for t in y]
-            # No BatchNorm here, so the model's buffers never change: the global ones are added.
+            client_buffers = [buffers[name][i] for name in self.buffer_names]
             self._end_client(
-                results, client, params, index_state(local, i), stored[i], info, self.buffers
+                results, client, params, index_state(local, i), stored[i], info, client_buffers
             )
-        self._finish_round(results, info)

@@ -7,13 +7,27 @@ Each local step:
 
 B is the configured batch size (the expected one under Poisson sampling, as Opacus divides by
 it). The noise comes from a generator seeded by (seed, round, client), so a rerun or a resumed
-run draws the same noise. Per-sample gradients are computed in chunks so that at most about
-`PER_SAMPLE_BYTES` of them are alive at once; clipping and summing happen per chunk.
+run draws the same noise.
+
+sum_j clip(g_j) is computed one of two ways, both exact:
+- `ghost` (used whenever Opacus has a per-layer rule for every layer with trainable weights:
+  Linear, Conv, GroupNorm, LayerNorm, Embedding, ...): Opacus' fast gradient clipping (ghost
+  clipping, Li et al. 2022; Bu et al. 2023) gets the per-sample norms ||g_j|| from each layer's
+  activations and output gradients during one backward pass, without materialising the B
+  per-sample gradients of the whole model (Linear layers never materialise theirs, Conv2d
+  layers only where that is cheaper than their ghost norm: `conv_norms`); a second
+  backward pass of sum_j c_j * loss_j with c_j = 1 / max(1, ||g_j|| / C) then gives the clipped
+  sum directly. Cost: one forward and two backward passes, plus the norms.
+- `vmap` (any other model): per-sample gradients with torch.func vmap(grad), in chunks so that
+  at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and summing per chunk.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -47,8 +61,29 @@ def clip_factors(norms: Tensor, clip: float) -> Tensor:
     return torch.clamp(clip / (norms + 1e-12), max=1.0)
 
 
+def _full_precision(logits: Tensor) -> Tensor:
+    """Logits for the loss: float32 when autocast produced half precision, else as they are."""
+    return logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
+
+
+def ghost_supported(model: nn.Module) -> bool:
+    """True when Opacus has a norm or per-sample gradient rule for every module that holds
+    trainable parameters of its own (so no module needs its functorch fallback)."""
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping as Fast
+
+    known = set(Fast.GRAD_SAMPLERS) | set(Fast.NORM_SAMPLERS)
+    return all(
+        type(m) in known
+        for m in model.modules()
+        if any(p.requires_grad for p in m.parameters(recurse=False))
+    )
+
+
 class PrivateGradient:
-    """Computes g_tilde for the resident model's trainable parameters (one object per run)."""
+    """Computes g_tilde for the resident model's trainable parameters (one object per run).
+
+    `method` auto = ghost clipping where `ghost_supported`, else vmap.
+    """
 
     def __init__(
         self,
@@ -59,6 +94,7 @@ class PrivateGradient:
         clip: float,
         batch_size: int,
         autocast: torch.dtype | None = None,
+        method: Literal["auto", "ghost", "vmap"] = "auto",
     ) -> None:
         by_id = {id(p): name for name, p in model.named_parameters()}
         self.names = [by_id[id(p)] for p in params]
@@ -72,6 +108,27 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
+        if method == "auto":
+            method = "ghost" if ghost_supported(model) else "vmap"
+        self.method = method
+        self._ghost = None
+        if method == "ghost":
+            from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+            from fedbench.privacy.conv_norms import register
+
+            register()
+            # loss_reduction "sum": the hooks see the gradients of each sample's own loss.
+            self._ghost = GradSampleModuleFastGradientClipping(
+                model,
+                batch_first=True,
+                loss_reduction="sum",
+                max_grad_norm=clip,
+                use_ghost_clipping=True,
+            )
+            # The hooks stay attached (re-attaching them costs as much as a small model's
+            # step) but act only inside clipped_sum.
+            self._ghost.disable_hooks()
 
     def _sample_loss(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
@@ -81,7 +138,7 @@ class PrivateGradient:
         else:
             with torch.autocast(x.device.type, dtype=self.autocast):
                 out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
-        return nn.functional.cross_entropy(out.float(), y.unsqueeze(0))
+        return nn.functional.cross_entropy(_full_precision(out), y.unsqueeze(0))
 
     def divisor(self, n_local: int) -> int:
         """B: the batch size (the whole local set when batch_size is 0 or exceeds it)."""
@@ -97,7 +154,16 @@ class PrivateGradient:
         """Unclipped per-sample gradients, one (B, *shape) tensor per parameter (tests, benches)."""
         trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         frozen = self._frozen(trainable)
-        grads = self._per_sample(trainable, frozen, x, y)
+        if self._ghost is None:
+            grads = self._per_sample(trainable, frozen, x, y)
+            return [grads[n] for n in self.names]
+        # torch.func cannot trace through Opacus' backward hooks: detach them meanwhile.
+        self._ghost.remove_hooks()
+        try:
+            grads = self._per_sample(trainable, frozen, x, y)
+        finally:
+            self._ghost.add_hooks(loss_reduction="sum", batch_first=True)
+            self._ghost.disable_hooks()
         return [grads[n] for n in self.names]
 
     def _frozen(self, trainable: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -106,7 +172,39 @@ class PrivateGradient:
         return frozen
 
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
-        """sum_j clip(g_j): chunked over the batch, never a Python loop over samples."""
+        """sum_j clip(g_j), never a Python loop over samples."""
+        if self._ghost is not None:
+            return self._ghost_clipped_sum(x, y)
+        return self._vmap_clipped_sum(x, y)
+
+    def _ghost_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """Two backward passes: per-sample norms from Opacus' hooks, then the reweighted loss."""
+        assert self._ghost is not None
+        cast = (
+            torch.autocast(x.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
+        # The hooks stay attached (re-attaching them costs as much as a small model's step)
+        # but act only here.
+        self._ghost.enable_hooks()
+        try:
+            with cast:
+                out = self._ghost(x)
+            losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
+            with warnings.catch_warnings():
+                # Opacus' hooks also fire on the first layer, whose input needs no gradient.
+                warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+                # The first pass is for the hooks (norms); its parameter gradients are dropped.
+                torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
+            norms = torch.stack([p._norm_sample for p in self.params]).norm(2, dim=0)
+        finally:
+            self._ghost.disable_hooks()
+        factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
+        return list(torch.autograd.grad((losses * factors).sum(), self.params))
+
+    def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """Chunked over the batch: per-sample gradients of a chunk, clipped and summed."""
         trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
         frozen = self._frozen(trainable)
         total = [torch.zeros_like(p) for p in self.params]

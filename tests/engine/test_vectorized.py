@@ -2,7 +2,8 @@
 
 The logic (stacking, padding, per-client clipping, aggregation) is compared in float64 at 1e-9:
 Adam-type steps m/(sqrt(v)+eps) amplify fp32 reduction-order noise, and that order changes
-between torch versions and devices. One fp32 smoke test compares relative norms."""
+between torch versions and devices. One fp32 smoke test compares relative norms. BatchNorm and
+client chunks are compared the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from fedbench.algorithms import ALGORITHMS
 from fedbench.config import parse_run_config
@@ -18,7 +20,7 @@ from fedbench.engine.loop import Engine
 from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
-from fedbench.engine.setup import prepare_run
+from fedbench.engine.setup import param_spec, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
 
 TOL = 1e-9  # float64
@@ -96,6 +98,13 @@ def test_parity_every_algorithm(name: str, tmp_path: Path) -> None:
     _assert_same(_config({"name": name, "grad_clip": 1.0}), tmp_path)
 
 
+@pytest.mark.parametrize("chunk", [1, 2])
+def test_parity_in_client_chunks(chunk: int, tmp_path: Path) -> None:
+    # 3 clients per round: chunks of 1 and of 2 + 1 (an uneven last chunk).
+    data = _config({"name": "scaffold", "grad_clip": 1.0}, runtime={"client_chunk": chunk})
+    _assert_same(data, tmp_path)
+
+
 @pytest.mark.parametrize(
     "variant",
     [
@@ -146,18 +155,79 @@ def test_parity_logreg_unequal_clients_full_batch(tmp_path: Path) -> None:
     _assert_same(data, tmp_path)
 
 
-def test_batchnorm_falls_back_to_sequential(tmp_path: Path, capsys) -> None:
-    data = _config(
-        {"name": "fedavg"},
-        data={"name": "synthetic"},
-        model={"name": "resnet18", "norm": "bn"},
-        runtime={"engine": "vectorized"},
+def _tiny_batchnorm_setup(data: dict):
+    """A prepared float64 run whose model is a small conv net with BatchNorm."""
+    setup = _setup(data)
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(4 * 8 * 8, 10),
+    ).double()
+    algorithm = ALGORITHMS.get(setup.cfg.algorithm.name)(
+        setup.cfg.algorithm, param_spec(model), num_clients=setup.num_clients
     )
-    data["data"] = {"name": "digits"}
+    return replace(setup, model=model, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", [{"name": "fedavg"}, {"name": "fedadamw", "eps": 1e-3}])
+def test_batchnorm_parity_with_per_client_statistics(algorithm: dict, tmp_path: Path) -> None:
+    """BatchNorm inside the vectorised step: batch statistics per client, running statistics
+    per client averaged at the end of the round, exactly as the sequential engine does."""
+    data = _config(
+        {**algorithm, "grad_clip": 1.0},
+        partition={"kind": "iid"},
+        runtime={"client_chunk": 2},
+    )
+    engines = []
+    for engine_cls, sub in ((Engine, "s"), (VectorizedEngine, "v")):
+        setup = _tiny_batchnorm_setup(data)
+        assert vectorized_unsupported(setup) is None
+        engine = engine_cls(setup, RunFolder(tmp_path / sub), None)
+        for r in range(setup.cfg.fl.rounds):
+            engine._round(r, local_lr(setup.cfg.algorithm, r, setup.cfg.fl.rounds))
+        engines.append(engine)
+    seq, vec = engines
+    for a, b in zip(seq.x + _flatten(seq.server), vec.x + _flatten(vec.server), strict=True):
+        torch.testing.assert_close(b, a, atol=TOL, rtol=TOL)
+    _, running_var, steps = seq.global_buffers
+    assert float(running_var.sub(1).abs().max()) > 1e-3  # the statistics did move
+    assert int(steps) == 2 * 4  # 2 rounds of 4 steps (the first client's counter)
+    for a, b in zip(seq.global_buffers, vec.global_buffers, strict=True):
+        torch.testing.assert_close(b, a, atol=TOL, rtol=TOL)
+
+
+def test_batchnorm_clients_of_unequal_batches_train_in_groups(tmp_path: Path) -> None:
+    # batch_size 0: each client's whole local set is its batch. Padding would enter the batch
+    # statistics, so clients of different sizes train apart, and the engines still agree.
+    data = _config(
+        {"name": "fedavg", "grad_clip": 1.0},
+        partition={"kind": "dirichlet_label", "alpha": 0.3},
+        fl={"batch_size": 0, "local_steps": 2},
+    )
+    setup = _tiny_batchnorm_setup(data)
+    engines = []
+    for engine_cls, sub in ((Engine, "s"), (VectorizedEngine, "v")):
+        engine = engine_cls(_tiny_batchnorm_setup(data), RunFolder(tmp_path / sub), None)
+        engine._round(0, 0.05)
+        engines.append(engine)
+    seq, vec = engines
+    clients = setup.schedule[0]
+    assert len({setup.client_sizes[c] for c in clients}) > 1
+    assert vec._groups(clients) == [[c] for c in clients]
+    for a, b in zip(seq.x + seq.global_buffers, vec.x + vec.global_buffers, strict=True):
+        torch.testing.assert_close(b, a, atol=TOL, rtol=TOL)
+
+
+def test_private_runs_fall_back_to_sequential(tmp_path: Path, capsys) -> None:
+    data = _config({"name": "dp_fedavg"}, model={"name": "logreg"})
+    data["privacy"] = {"noise_multiplier": 1.0, "clip": 1.0, "delta": 1.0e-5}
+    data["runtime"] = {"engine": "vectorized"}
     setup = prepare_run(parse_run_config(data))
-    assert vectorized_unsupported(setup) is not None
-    engine = select_engine(setup, RunFolder(tmp_path), None)
-    assert type(engine) is Engine
+    assert "DP" in vectorized_unsupported(setup)
+    assert type(select_engine(setup, RunFolder(tmp_path), None)) is Engine
     assert "sequential" in capsys.readouterr().err
 
 

@@ -1,0 +1,93 @@
+"""The GPU speed settings of a run: `runtime.precision`, channels_last and `runtime.cuda_graphs`.
+
+- precision: fp32 = IEEE float32 everywhere (TF32 off, also for cuDNN convolutions, which
+  PyTorch otherwise runs in TF32); tf32 = float32 storage with TF32 matmuls and convolutions on
+  CUDA (plain fp32 on a CPU); bf16 = bfloat16 autocast of the forward and backward passes.
+- channels_last: convolutional models on CUDA keep weights and batches in NHWC, the layout
+  cuDNN's fastest convolution kernels use.
+- CUDA graphs: the sequential engine's forward + backward of a (non-private, uncompiled) client
+  step is captured once with torch.cuda.make_graphed_callables and replayed for every batch of
+  the captured shape (others run eagerly). Only the gradient computation is captured: the local
+  rules take Python scalars (learning rate, bias corrections) that a graph would freeze.
+  Written for the H100 path and NOT exercised on a GPU yet; on a CPU `auto` is off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from fedbench.config import RunConfig
+from fedbench.errors import FedbenchError
+
+
+def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
+    """Set the process' TF32 switches for `precision`; return the autocast dtype (or None)."""
+    if device.type == "cuda":
+        tf32 = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    return torch.bfloat16 if precision == "bf16" else None
+
+
+def has_conv(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.Conv2d) for m in model.modules())
+
+
+def use_channels_last(model: nn.Module, device: torch.device) -> bool:
+    """Convert a convolutional model on CUDA to channels_last; True when it did."""
+    if device.type != "cuda" or not has_conv(model):
+        return False
+    model.to(memory_format=torch.channels_last)
+    return True
+
+
+def check_cuda_graphs(cfg: RunConfig, device: torch.device) -> None:
+    """`runtime.cuda_graphs: on` where graphs cannot run is a user error (exit code 2)."""
+    if cfg.runtime.cuda_graphs != "on":
+        return
+    if device.type != "cuda":
+        raise FedbenchError("runtime.cuda_graphs on needs a CUDA device; use auto or off")
+    if cfg.privacy is not None or cfg.runtime.compile:
+        raise FedbenchError(
+            "runtime.cuda_graphs on cannot capture private or compiled steps; use auto or off"
+        )
+
+
+def cuda_graphs_wanted(cfg: RunConfig, device: torch.device) -> bool:
+    """auto: on for CUDA runs that are neither private nor compiled; off on the CPU."""
+    mode = cfg.runtime.cuda_graphs
+    capturable = device.type == "cuda" and cfg.privacy is None and not cfg.runtime.compile
+    return mode != "off" and capturable
+
+
+class GraphedForward:
+    """The model's forward, replayed as a CUDA graph for batches of the captured shape.
+
+    Capture happens at the first batch (make_graphed_callables runs a few warm-up iterations,
+    whose BatchNorm statistics updates are undone); later batches of another shape run eagerly.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.eager: Callable[[Tensor], Tensor] = model.forward
+        self.graphed: Callable[[Tensor], Tensor] | None = None
+        self.shape: torch.Size | None = None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if self.graphed is None and self.model.training:
+            self._capture(x)
+        if self.graphed is not None and x.shape == self.shape and self.model.training:
+            return self.graphed(x)
+        return self.eager(x)
+
+    def _capture(self, x: Tensor) -> None:
+        buffers = [b.detach().clone() for b in self.model.buffers()]
+        graphed = torch.cuda.make_graphed_callables(self.model, (x.detach().clone(),))
+        with torch.no_grad():
+            for b, saved in zip(self.model.buffers(), buffers, strict=True):
+                b.copy_(saved)
+        self.graphed = graphed
+        self.shape = x.shape

@@ -1,0 +1,172 @@
+"""`fedbench bench --suite table1`: the Table 1 shapes on whatever device is present.
+
+Each row is one `fedbench bench --json` run in a fresh process (so that a CPU's peak RSS is the
+row's own): a workload (ResNet-18 BN, ViT-Tiny) x an engine (sequential, vectorized) x a
+precision (fp32 on a CPU; fp32, tf32 and bf16 on a GPU), FedAdamW on CIFAR-sized random data
+(3x32x32, 100 classes, no augmentation) at FedAdamW Table 1's federation: 100 clients, S 10,
+K 50, B 50. `--set` overrides apply to every row (a scaled-down CPU run: fewer local steps or
+clients; the file records them).
+
+The projection is the time Table 1 would take at the measured speed, never a FLOP count:
+160 runs x 300 rounds x 10 clients x 50 steps = 24M client steps, half of them per model,
+    hours = sum over the two models of 12M / (that model's client steps/s) / 3600.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from fedbench.errors import FedbenchError
+
+#: Client steps of FedAdamW Table 1: 8 methods x 2 models x 2 splits x 5 seeds = 160 runs.
+TABLE1_CLIENT_STEPS = 160 * 300 * 10 * 50
+WORKLOADS = {
+    "resnet18_bn": {"name": "resnet18", "norm": "bn"},
+    "vit_tiny": {"name": "vit_tiny"},
+}
+ENGINES = ("sequential", "vectorized")
+SUITES = ("table1",)
+
+
+def table1_config(npz_path: Path, model: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "seed": 0,
+        "data": {"name": "npz", "path": str(npz_path)},
+        "partition": {"kind": "dirichlet", "alpha": 0.6, "clients": 100},
+        "model": model,
+        "fl": {"rounds": 300, "participation": 0.1, "local_steps": 50, "batch_size": 50},
+        "algorithm": {"name": "fedadamw", "lr": 3.0e-4, "weight_decay": 0.01, "alpha": 0.5},
+    }
+
+
+def write_random_cifar(path: Path, n_train: int = 10000, n_test: int = 1000) -> None:
+    """CIFAR-sized random data: 3x32x32 standard-normal images, 100 classes (float16 on disk)."""
+    rng = np.random.default_rng(0)
+    np.savez(
+        path,
+        x_train=rng.standard_normal((n_train, 3, 32, 32), dtype=np.float32).astype(np.float16),
+        y_train=rng.integers(0, 100, n_train),
+        x_test=rng.standard_normal((n_test, 3, 32, 32), dtype=np.float32).astype(np.float16),
+        y_test=np.arange(n_test) % 100,
+    )
+
+
+def device_name(device: torch.device) -> str:
+    """The accelerator's (or the CPU's) marketing name."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return "CPU " + line.split(":", 1)[1].strip()
+    return f"CPU {platform.processor() or platform.machine()}"
+
+
+def slug(name: str) -> str:
+    """A file-name-safe lower-case form: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def precisions(device: torch.device) -> list[str]:
+    # bf16 autocast and TF32 are GPU features; on a CPU they only measure emulation.
+    return ["fp32", "tf32", "bf16"] if device.type == "cuda" else ["fp32"]
+
+
+def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Projected Table 1 hours per (engine, precision) and with each model's fastest variant."""
+    per_model = TABLE1_CLIENT_STEPS / len(WORKLOADS)
+    rate: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        rate.setdefault((r["engine_requested"], r["precision"]), {})[r["workload"]] = r[
+            "client_steps_per_s"
+        ]
+    out: dict[str, Any] = {}
+    for (engine, precision), by_model in rate.items():
+        if len(by_model) == len(WORKLOADS):
+            hours = sum(per_model / s / 3600 for s in by_model.values())
+            out[f"{engine}/{precision}"] = round(hours, 2)
+    best = {w: max(r["client_steps_per_s"] for r in rows if r["workload"] == w) for w in WORKLOADS}
+    if all(w in {r["workload"] for r in rows} for w in WORKLOADS):
+        out["best_per_model"] = round(sum(per_model / s / 3600 for s in best.values()), 2)
+    return out
+
+
+def _row(
+    config: Path, engine: str, precision: str, sets: list[str], options: list[str]
+) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "fedbench", "bench", str(config), "--json", *options]
+    for item in (f"runtime.engine={engine}", f"runtime.precision={precision}", *sets):
+        cmd += ["--set", item]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FedbenchError(f"bench row {engine}/{precision} failed: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_suite(
+    suite: str,
+    *,
+    sets: list[str],
+    rounds: int,
+    warmup: int,
+    repeats: int,
+    threads: int | None,
+    out_dir: Path,
+    log: Any = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Run every row of `suite`; write out_dir/<device>.json and return (path, contents)."""
+    if suite not in SUITES:
+        raise FedbenchError(f"--suite {suite!r} is not a suite; use one of {', '.join(SUITES)}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    options = ["--rounds", str(rounds), "--warmup", str(warmup), "--repeats", str(repeats)]
+    if threads is not None:
+        options += ["--threads", str(threads)]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fedbench-suite-") as tmp:
+        npz_path = Path(tmp) / "cifar_random.npz"
+        write_random_cifar(npz_path)
+        for workload, model in WORKLOADS.items():
+            config = Path(tmp) / f"{workload}.yaml"
+            config.write_text(yaml.safe_dump(table1_config(npz_path, model)))
+            for engine in ENGINES:
+                for precision in precisions(device):
+                    row = _row(config, engine, precision, sets, options)
+                    row.update(workload=workload, engine_requested=engine)
+                    row["ms_per_client_step"] = 1000.0 / row["client_steps_per_s"]
+                    rows.append(row)
+                    if log is not None:
+                        log(
+                            f"{workload} {engine} {precision}: {row['client_steps_per_s']:.2f} "
+                            f"client steps/s, engine peak {row['engine_peak_mem_mb']:.0f} MB"
+                        )
+    name = device_name(device)
+    result = {
+        "suite": suite,
+        "device": name,
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpu_threads": torch.get_num_threads() if threads is None else threads,
+        "overrides": sets,
+        "scaled_down": bool(sets),
+        "timed_rounds": rounds,
+        "table1_client_steps": TABLE1_CLIENT_STEPS,
+        "rows": rows,
+        "projected_table1_hours": projection(rows),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{slug(name)}.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    return path, result

@@ -1,0 +1,98 @@
+"""runtime.precision / cuda_graphs / channels_last: what a CPU must do (and refuse)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from fedbench.config import load_run_config
+from fedbench.engine.accelerate import (
+    GraphedForward,
+    apply_precision,
+    check_cuda_graphs,
+    cuda_graphs_wanted,
+    use_channels_last,
+)
+from fedbench.engine.loop import Engine
+from fedbench.engine.run_folder import RunFolder
+from fedbench.engine.setup import prepare_run
+from fedbench.errors import FedbenchError
+
+CPU = torch.device("cpu")
+TINY = [
+    "model.name=cnn",
+    "partition.clients=4",
+    "fl.participation=0.5",
+    "fl.rounds=1",
+    "fl.local_steps=2",
+    "fl.batch_size=16",
+]
+
+
+def test_precision_gives_the_autocast_dtype() -> None:
+    assert apply_precision("fp32", CPU) is None
+    assert apply_precision("tf32", CPU) is None  # TF32 is a CUDA feature: plain fp32 here
+    assert apply_precision("bf16", CPU) is torch.bfloat16
+
+
+def test_tf32_on_the_cpu_trains_exactly_like_fp32(tmp_path: Path) -> None:
+    found = []
+    for precision in ("fp32", "tf32"):
+        cfg = load_run_config(None, [*TINY, f"runtime.precision={precision}"])
+        engine = Engine(prepare_run(cfg), RunFolder(tmp_path / precision), None)
+        engine._round(0, 0.01)
+        found.append(engine.x)
+    for a, b in zip(*found, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_cuda_graphs_on_a_cpu_is_a_user_error(run_cli, tmp_path: Path) -> None:
+    cfg = load_run_config(None, ["runtime.device=cpu", "runtime.cuda_graphs=on"])
+    with pytest.raises(FedbenchError, match="cuda_graphs on needs a CUDA device"):
+        check_cuda_graphs(cfg, CPU)
+    code, _, err = run_cli(
+        "train", "--set", "runtime.device=cpu", "--set", "runtime.cuda_graphs=on",
+        "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert code == 2 and "cuda_graphs" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_auto_is_off_on_the_cpu_and_for_private_runs() -> None:
+    cfg = load_run_config(None, [])
+    assert cfg.runtime.cuda_graphs == "auto"
+    assert not cuda_graphs_wanted(cfg, CPU)
+    assert cuda_graphs_wanted(cfg, torch.device("cuda"))
+    private = load_run_config(None, ["algorithm.name=dp_fedavg", "privacy.noise_multiplier=1.0"])
+    assert not cuda_graphs_wanted(private, torch.device("cuda"))
+
+
+def test_channels_last_only_for_convnets_on_cuda() -> None:
+    model = nn.Sequential(nn.Conv2d(1, 2, 3))
+    assert not use_channels_last(model, CPU)
+    assert model[0].weight.is_contiguous()
+
+
+def test_speed_settings_do_not_change_the_run_id() -> None:
+    base = load_run_config(None, []).run_id()
+    for item in ("runtime.cuda_graphs=off", "runtime.client_chunk=3"):
+        assert load_run_config(None, [item]).run_id() == base
+    assert load_run_config(None, ["runtime.precision=tf32"]).run_id() != base
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_graphed_forward_gives_the_eager_gradient() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(64, 5))
+    model = model.cuda().train()
+    x, y = torch.randn(8, 3, 6, 6, device="cuda"), torch.randint(0, 5, (8,), device="cuda")
+    params = list(model.parameters())
+    eager = torch.autograd.grad(nn.functional.cross_entropy(model(x), y), params)
+    graphed = GraphedForward(model)
+    for _ in range(2):  # capture, then replay
+        got = torch.autograd.grad(nn.functional.cross_entropy(graphed(x), y), params)
+    for a, b in zip(eager, got, strict=True):
+        torch.testing.assert_close(b, a)

@@ -1,0 +1,98 @@
+"""`fedbench bench --suite table1`: rows, the Table 1 projection and the results file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from fedbench.engine import bench_suite
+from fedbench.engine.bench_suite import TABLE1_CLIENT_STEPS, projection, run_suite, slug
+from fedbench.errors import FedbenchError
+
+
+def test_table1_is_24_million_client_steps() -> None:
+    assert TABLE1_CLIENT_STEPS == 24_000_000
+
+
+def test_slug_is_file_name_safe() -> None:
+    assert slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    assert slug("CPU Intel(R) Xeon(R) @ 2.20GHz") == "cpu-intel-r-xeon-r-2-20ghz"
+
+
+def _row(workload: str, engine: str, rate: float) -> dict:
+    return {
+        "workload": workload,
+        "engine_requested": engine,
+        "precision": "fp32",
+        "client_steps_per_s": rate,
+    }
+
+
+def test_projection_sums_half_of_table1_per_model() -> None:
+    rows = [
+        _row("resnet18_bn", "sequential", 100.0),
+        _row("vit_tiny", "sequential", 400.0),
+        _row("resnet18_bn", "vectorized", 200.0),
+        _row("vit_tiny", "vectorized", 300.0),
+    ]
+    hours = projection(rows)
+    # 12M steps / 100 per s + 12M / 400 per s = 120,000 s + 30,000 s = 41.67 h.
+    assert hours["sequential/fp32"] == pytest.approx(150_000 / 3600, abs=0.01)
+    assert hours["vectorized/fp32"] == pytest.approx((60_000 + 40_000) / 3600, abs=0.01)
+    # Fastest per model: 200 (vectorized ResNet) and 400 (sequential ViT).
+    assert hours["best_per_model"] == pytest.approx((60_000 + 30_000) / 3600, abs=0.01)
+
+
+def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
+    seen = []
+
+    def fake_row(config: Path, engine: str, precision: str, sets, options) -> dict:
+        cfg = yaml.safe_load(config.read_text())
+        seen.append((cfg["model"]["name"], engine, precision, tuple(sets), tuple(options)))
+        assert cfg["fl"] == {
+            "rounds": 300,
+            "participation": 0.1,
+            "local_steps": 50,
+            "batch_size": 50,
+        }
+        assert Path(cfg["data"]["path"]).is_file()
+        return {"client_steps_per_s": 50.0, "engine_peak_mem_mb": 1.0, "precision": precision}
+
+    monkeypatch.setattr(bench_suite, "_row", fake_row)
+    path, result = run_suite(
+        "table1",
+        sets=["fl.local_steps=2"],
+        rounds=1,
+        warmup=0,
+        repeats=1,
+        threads=None,
+        out_dir=tmp_path,
+    )
+    on_gpu = torch.cuda.is_available()
+    assert len(seen) == 2 * 2 * (3 if on_gpu else 1)
+    assert {s[0] for s in seen} == {"resnet18", "vit_tiny"}
+    assert all(s[3] == ("fl.local_steps=2",) for s in seen)
+    assert json.loads(path.read_text()) == result
+    assert path.parent == tmp_path and path.name == f"{slug(result['device'])}.json"
+    assert result["scaled_down"] and result["torch"] == torch.__version__
+    assert result["rows"][0]["ms_per_client_step"] == pytest.approx(20.0)
+    # 24M steps at 50 steps/s = 133.33 hours for every engine.
+    assert result["projected_table1_hours"]["sequential/fp32"] == pytest.approx(133.33, abs=0.01)
+
+
+def test_unknown_suite_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(FedbenchError, match="table1"):
+        run_suite("table9", sets=[], rounds=1, warmup=0, repeats=1, threads=None, out_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_suite_with_a_config_exits_2(tmp_path: Path, run_cli) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text("seed: 0\n")
+    code, _, err = run_cli("bench", str(config), "--suite", "table1", "--out", str(tmp_path / "r"))
+    assert code == 2 and "--suite" in err
+    assert not (tmp_path / "r").exists()

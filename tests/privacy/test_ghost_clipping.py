@@ -1,0 +1,125 @@
+"""Ghost clipping (Opacus fast gradient clipping) gives exactly the clipped per-sample sum.
+
+Reference: a Python loop over single examples in float64, each gradient clipped to C by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from fedbench.privacy.conv_norms import use_ghost_norm
+from fedbench.privacy.mechanism import PrivateGradient, ghost_supported
+
+#: Between the smallest and the largest per-sample norm of each test model.
+CLIP = {"conv": 2.0, "tokens": 1.3}
+
+
+class TokenModel(nn.Module):
+    """Embedding -> LayerNorm -> Linear over a sequence -> mean -> head: ghost norms of 3-D Linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(20, 6)
+        self.norm = nn.LayerNorm(6)
+        self.mix = nn.Linear(6, 6)
+        self.head = nn.Linear(6, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.tanh(self.mix(self.norm(self.embed(ids)))).mean(1))
+
+
+def conv_model() -> nn.Module:
+    """The first conv materialises its per-sample gradients (16 positions, 3 x 18 weights), the
+    second takes the ghost norm (4 positions, 8 x 27 weights): both branches of conv_norms."""
+    return nn.Sequential(
+        nn.Conv2d(2, 3, 3, padding=1),
+        nn.GroupNorm(1, 3),
+        nn.ReLU(),
+        nn.Conv2d(3, 8, 3, stride=2, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(32, 4),
+    )
+
+
+def _batch(kind: str, b: int = 10) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(1)
+    if kind == "tokens":
+        x = torch.randint(0, 20, (b, 5), generator=gen)
+    else:
+        x = torch.randn(b, 2, 4, 4, generator=gen, dtype=torch.float64)
+    return x, torch.randint(0, 4, (b,), generator=gen)
+
+
+def _loop_reference(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float
+) -> list[torch.Tensor]:
+    params = [p for p in model.parameters() if p.requires_grad]
+    total = [torch.zeros_like(p) for p in params]
+    clipped = 0
+    for j in range(x.shape[0]):
+        loss = nn.functional.cross_entropy(model(x[j : j + 1]), y[j : j + 1])
+        g = torch.autograd.grad(loss, params)
+        norm = torch.sqrt(sum((t**2).sum() for t in g))
+        scale = min(1.0, clip / float(norm))
+        clipped += scale < 1.0
+        for acc, t in zip(total, g, strict=True):
+            acc.add_(t, alpha=scale)
+    assert 0 < clipped < x.shape[0], "the test needs samples on both sides of the clip"
+    return total
+
+
+@pytest.mark.parametrize("kind", ["conv", "tokens"])
+def test_ghost_clipped_sum_equals_a_per_example_loop_in_float64(kind: str) -> None:
+    torch.manual_seed(0)
+    model = (conv_model() if kind == "conv" else TokenModel()).double()
+    if kind == "tokens":  # a frozen layer, as with LoRA: only trainable tensors are clipped
+        model.norm.requires_grad_(False)
+    x, y = _batch(kind)
+    expected = _loop_reference(model, x, y, CLIP[kind])
+    params = [p for p in model.parameters() if p.requires_grad]
+    mech = PrivateGradient(model, params, noise_multiplier=1.0, clip=CLIP[kind], batch_size=10)
+    assert mech.method == "ghost"
+    for got, want in zip(mech.clipped_sum(x, y), expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    # Outside clipped_sum the hooks do nothing: a plain backward matches a hook-free copy.
+    assert not mech._ghost.hooks_enabled
+
+
+def test_ghost_and_vmap_agree() -> None:
+    torch.manual_seed(0)
+    model = conv_model().double()
+    x, y = _batch("conv")
+    params = list(model.parameters())
+    sums = [
+        PrivateGradient(
+            model, params, noise_multiplier=1.0, clip=CLIP["conv"], batch_size=10, method=m
+        ).clipped_sum(x, y)
+        for m in ("vmap", "ghost")
+    ]
+    for a, b in zip(*sums, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_models_without_an_opacus_rule_use_vmap() -> None:
+    class Scale(nn.Module):  # a layer with a trainable tensor Opacus has no rule for
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.w
+
+    model = nn.Sequential(nn.Linear(3, 4), Scale())
+    assert ghost_supported(conv_model()) and not ghost_supported(model)
+    mech = PrivateGradient(
+        model, list(model.parameters()), noise_multiplier=1.0, clip=1.0, batch_size=4
+    )
+    assert mech.method == "vmap"
+
+
+def test_conv_norm_rule_takes_the_cheaper_form() -> None:
+    # Bu et al.: Gram matrices 2 L^2 against the gradient's out * in*k*k entries.
+    assert not use_ghost_norm(positions=16, out_channels=3, unfolded=18)  # 512 > 54
+    assert use_ghost_norm(positions=4, out_channels=8, unfolded=27)  # 32 <= 216
