@@ -11,7 +11,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -101,7 +101,8 @@ class RuntimeConfig(Strict):
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
     #: Clients trained together by the vectorised engine (peak memory grows linearly with it):
     #: auto = as many as fit in half the free device memory, from an estimate per client.
-    client_chunk: int | Literal["auto"] = Field(default="auto", ge=1)
+    #: (ge=1 on the int alone: on the union it rejects "auto" when a config is read back.)
+    client_chunk: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
     #: where the run allows it, off on the CPU.
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
