@@ -321,6 +321,9 @@ def _sweep(
         write_json_plan(plan, plan_file)
         console.print(f"plan: {plan_file}", highlight=False, soft_wrap=True)
     if dry_run:
+        from fedbench.runner.preflight import require_resources
+
+        checked = require_resources(plan, out)  # the same check as a real sweep: exit 2 if not
         console.print(plan_table_view(plan))
         unique = len({r.run_id for r in plan.runs})
         console.print(
@@ -328,6 +331,7 @@ def _sweep(
             f"(local steps summed over clients and rounds); outputs: {out / plan.name}",
             highlight=False,
         )
+        console.print(checked.found_line(), highlight=False, soft_wrap=True)
         return
     try:
         result = run_sweep(
@@ -512,11 +516,18 @@ def tune(
 @app.command()
 def report(
     target: Annotated[Path, typer.Argument(help="A table folder OUT/<table>[-<preset>].")],
+    paper_numbers: Annotated[
+        bool,
+        typer.Option(
+            "--paper-numbers",
+            help="Also put the paper's numbers in table.tex, as a separate labelled block.",
+        ),
+    ] = False,
 ) -> None:
     """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
     from fedbench.report import build_report
 
-    result = build_report(target)
+    result = build_report(target, paper_numbers=paper_numbers)
     console.print(result.rich)
     console.print(
         "wrote " + ", ".join(str(f) for f in result.files), highlight=False, soft_wrap=True
@@ -561,6 +572,58 @@ def figure(
             highlight=False,
         )
     console.print(f"wrote {folder / name}.png and .json", highlight=False, soft_wrap=True)
+
+
+@app.command("runs")
+def runs_(
+    directory: Annotated[
+        Path, typer.Argument(help="An output folder (its runs/), or a runs/ folder.")
+    ] = Path("results"),
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where", help="Keep runs whose config field (or status) has this value: k=v."
+        ),
+    ] = None,
+    csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table.")] = False,
+) -> None:
+    """List run folders: status, the settings that tell them apart, final metrics."""
+    from fedbench.report.runs import as_text, list_runs
+
+    frame = list_runs(directory, where or [])
+    if csv:
+        print(frame.to_csv(index=False), end="")
+        return
+    columns, rows = as_text(frame.drop(columns=["folder"], errors="ignore"))
+    _list_table(f"runs in {directory}: {len(frame)}", columns, rows)
+
+
+@app.command()
+def plot(
+    runs: Annotated[list[str], typer.Argument(help="Run folders (or run ids under OUT/runs).")],
+    metric: Annotated[
+        str, typer.Option("--metric", help="A metrics.jsonl column, e.g. test_acc, train_loss.")
+    ] = "test_acc",
+    out: Annotated[Path, typer.Option("--out", help="The PNG to write.")] = Path("plot.png"),
+    root: Annotated[
+        Path, typer.Option("--root", help="Output folder whose runs/ holds run ids.")
+    ] = Path("results"),
+) -> None:
+    """Overlay the curves of any runs: METRIC per evaluated round, one line per run."""
+    from fedbench.report.plots import plot_runs
+    from fedbench.report.runs import read_curves
+
+    series, keys = read_curves(runs, root / "runs")
+    missing = [label for label, rows in series.items() if metric not in rows.columns]
+    if missing:
+        have = sorted({c for rows in series.values() for c in rows.columns} - {"round"})
+        raise FedbenchError(
+            f"--metric {metric} is not in the metrics.jsonl of {missing[0]}; "
+            f"choose one of {', '.join(have)}"
+        )
+    title = f"{metric} per round" + (f"; runs differ in {', '.join(keys)}" if keys else "")
+    plot_runs(series, metric, out, title)
+    console.print(f"wrote {out}", highlight=False, soft_wrap=True)
 
 
 @app.command()

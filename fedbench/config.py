@@ -145,7 +145,7 @@ class RuntimeConfig(Strict):
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
     #: Clients trained together by the vectorised engine (peak memory grows linearly with it):
     #: auto = as many as fit in half the free device memory, from an estimate per client.
-    #: (The bound sits on the int alone: pydantic cannot compare "auto" with 1.)
+    #: (ge=1 on the int alone: on the union it rejects "auto" when a config is read back.)
     client_chunk: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
     #: where the run allows it, off on the CPU.

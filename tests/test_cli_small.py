@@ -38,6 +38,8 @@ def test_seeds_beyond_the_table_are_said_and_a_list_is_exact(run_cli, tmp_path) 
     code, out, err = run_cli(
         "run",
         "table1",
+        "--preset",
+        "quick",  # embedded data: the dry run checks that a sweep's data is there
         "--methods",
         "FedAvg",
         "--seeds",

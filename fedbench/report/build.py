@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-from rich.table import Table
+from rich.console import Group
 
-from fedbench.report.collect import collect, plan_table, read_plan
+from fedbench.report.collect import collect, paper_configs, plan_table, read_plan, run_configs
 from fedbench.report.plots import plot_curves
-from fedbench.report.tables import layout, summarise, to_latex, to_markdown, to_rich
+from fedbench.report.ran import Cfg, column_label, dataset_label, describe, differences, facts
+from fedbench.report.tables import (
+    View,
+    build_view,
+    summarise,
+    to_latex,
+    to_markdown,
+    to_rich,
+    to_wide,
+)
+from fedbench.runner.table_config import TableConfig
 
 SUMMARY_COLUMNS = ("method", "metric", "mean", "std", "n", "paper_mean", "paper_std")
+#: summarise()'s working columns, not written to summary.csv.
+INTERNAL_COLUMNS = ("setting_json", "values", "cell", "paper")
+STATISTICS = {"final": "final", "best": "best", "last_k_mean": "mean of the last {k}"}
 
 
 @dataclass
@@ -20,33 +36,154 @@ class Report:
     folder: Path
     summary: pd.DataFrame
     table: pd.DataFrame
-    rich: Table
+    rich: Group
     files: list[Path]
+    view: View
 
 
-def build_report(folder: Path, runs_root: Path | None = None) -> Report:
-    """Write summary.csv, table.csv, table.md, table.tex and curves.png into `folder`."""
+def _details(plan: dict[str, Any], table: TableConfig, seeds: list[int]) -> str:
+    """'preset quick; 5 seeds (0-4); each run's final evaluation; --set: none'."""
+    statistic = STATISTICS[table.report].format(k=table.last_k)
+    seed_text = ", ".join(map(str, seeds))
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        seed_text = f"{seeds[0]}-{seeds[-1]}"
+    overrides = plan.get("overrides") or []
+    return (
+        (f"preset {plan['preset']}" if plan.get("preset") else "no preset")
+        + f"; {len(seeds)} seed{'s' * (len(seeds) != 1)} ({seed_text}); each run's {statistic} "
+        f"evaluation; --set: {', '.join(overrides) if overrides else 'none'}"
+        + _tuned_text(plan.get("tuned") or {})
+    )
+
+
+def _tuned_text(tuned: dict[str, dict[str, dict[str, Any]]]) -> str:
+    """'; tuned (fedbench tune): FedAvg algorithm.lr=0.1 or 0.03; ...': each row's tuned values
+    over its columns."""
+    rows = []
+    for method, columns in tuned.items():
+        values: dict[str, list[str]] = {}
+        for fields in columns.values():
+            for key, value in fields.items():
+                values.setdefault(key, [])
+                if str(value) not in values[key]:
+                    values[key].append(str(value))
+        rows.append(f"{method} " + ", ".join(f"{k}={' or '.join(v)}" for k, v in values.items()))
+    return f"; tuned (fedbench tune): {'; '.join(rows)}" if rows else ""
+
+
+def _paper_heading(paper_cfgs: list[Cfg]) -> str:
+    """'paper (CIFAR-100, ResNet-18 / ViT-Tiny)': the paper's datasets and models."""
+    datasets = dict.fromkeys(dataset_label(str(c["data"]["name"])) for c in paper_cfgs)
+    models = dict.fromkeys(column_label(["model.name"], [c]) for c in paper_cfgs)
+    return f"paper ({' / '.join(datasets)}, {' / '.join(models)})"
+
+
+def _paper_block(
+    table: TableConfig, paper_by_column: dict[str, list[Cfg]], pairs: list[tuple[Cfg, Cfg]]
+) -> tuple[str, str, bool]:
+    """(heading, caveat, same setting) of the paper's block. The paper's setting is the table
+    config without preset and --set; any difference from what ran makes the caveat."""
+    if table.paper is None:
+        return "", "", False
+    if not paper_by_column or not pairs:
+        return (
+            "paper (its own setting)",
+            "The paper's setting could not be resolved from the table config; these numbers may "
+            "not be comparable with the table above.",
+            False,
+        )
+    diffs = differences(pairs)
+    heading = _paper_heading([c for cfgs in paper_by_column.values() for c in cfgs])
+    if not diffs:
+        return heading, "", True
+    return (
+        heading,
+        f"{table.title or table.table}: the paper's numbers for its own setting "
+        f"({describe(facts(paper_by_column))}); not comparable with the table above, which "
+        f"differs in {', '.join(diffs)}.",
+        False,
+    )
+
+
+def _column_labels(
+    plan: dict[str, Any],
+    keys: list[str],
+    ran: dict[str, list[Cfg]],
+    paper: dict[str, list[Cfg]],
+) -> dict[str, tuple[str, str]]:
+    """setting JSON -> (what ran, the paper's column). Columns whose runs read the same (a preset
+    that trains digits for both CIFAR columns) name the grid value they stand in for."""
+    settings = list(dict.fromkeys(json.dumps(r["setting"]) for r in plan["runs"]))
+    ours = {s: column_label(keys, ran[s]) if s in ran else "not run" for s in settings}
+    repeated = {label for label in ours.values() if list(ours.values()).count(label) > 1}
+    for s in settings:
+        if ours[s] in repeated and s in ran:
+            ours[s] = column_label(keys, ran[s], json.loads(s))
+    return {s: (ours[s], column_label(keys, paper[s]) if s in paper else "") for s in settings}
+
+
+def build_report(
+    folder: Path, runs_root: Path | None = None, *, paper_numbers: bool = False
+) -> Report:
+    """Write summary.csv, table.csv, table.md, table.tex and curves.png into `folder`.
+
+    paper_numbers: also put the paper's numbers into table.tex (a separate, labelled block);
+    table.md, table.csv and the terminal always show them apart from ours."""
     plan = read_plan(folder)
     table = plan_table(plan)
-    title = table.title or table.table
-    if plan.get("preset"):
-        title += f" [preset {plan['preset']}]"
-    statistic = table.report if table.report != "last_k_mean" else f"mean of last {table.last_k}"
-    title += f" ({statistic} evaluation)"
+    runs_root = runs_root or folder.parent / "runs"
     runs, curves = collect(folder, runs_root)
     summary = summarise(runs, table)
+    configs = run_configs(plan, runs_root)
+    papers = paper_configs(plan)
     keys = list(table.grid)
-    front = ["method", *keys, "metric", "mean", "std", "n", "paper_mean", "paper_std"]
-    summary = summary[front + [c for c in summary.columns if c not in front]]
-    wide, best = layout(summary, table)
+    ran_by_column: dict[str, list[Cfg]] = {}
+    paper_by_column: dict[str, list[Cfg]] = {}
+    pairs: list[tuple[Cfg, Cfg]] = []
+    for run in plan["runs"]:
+        setting_json = json.dumps(run["setting"])
+        ran = configs.get(run["run_id"])
+        paper = papers.get((run["method"], setting_json))
+        if ran is not None:
+            ran_by_column.setdefault(setting_json, []).append(ran)
+        if paper is not None:
+            paper_by_column.setdefault(setting_json, []).append(paper)
+        if ran is not None and paper is not None:
+            pairs.append((ran, paper))
+    labels = _column_labels(plan, keys, ran_by_column, paper_by_column)
+    paper_heading, caveat, same = _paper_block(table, paper_by_column, pairs)
+    name = table.table + (f", preset {plan['preset']}" if plan.get("preset") else "")
+    # The table's title describes the paper's setting: it is the report's only when that ran.
+    title = table.title if same and table.title else name
+    seeds = sorted({int(r["seed"]) for r in plan["runs"]})
+    view = build_view(
+        summary,
+        table,
+        labels,
+        title=title,
+        ran=describe(facts(ran_by_column)) if ran_by_column else "nothing has run yet",
+        details=_details(plan, table, seeds),
+        paper_label=paper_heading,
+        paper_caveat=caveat,
+        note=table.note.strip(),
+    )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
-    summary.drop(columns=["cell", "paper"]).to_csv(files[0], index=False)
-    wide.to_csv(files[1], index=False)
-    note = f"\n{table.note.strip()}\n" if table.note else ""  # the table config's `note:`
-    files[2].write_text(to_markdown(wide, best, title) + note)
-    files[3].write_text(to_latex(wide, best, title))
-    if plot_curves(curves, folder / "curves.png", title, list(table.methods)):
+    _long(summary, keys).to_csv(files[0], index=False)
+    to_wide(view).to_csv(files[1], index=False)
+    files[2].write_text(to_markdown(view))
+    label = re.sub(r"[^A-Za-z0-9:-]+", "-", folder.name)
+    files[3].write_text(to_latex(view, label, paper_numbers=paper_numbers))
+    column_titles = {s: labels[s][0] for s in labels}
+    if plot_curves(curves, folder / "curves.png", view, column_titles, list(table.methods)):
         files.append(folder / "curves.png")
-    rich = to_rich(wide, best, title)
-    rich.caption = table.note.strip() or None
-    return Report(folder, summary, wide, rich, files)
+    return Report(folder, summary, to_wide(view), to_rich(view), files, view)
+
+
+def _long(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """summary.csv: method, the grid columns, metric, mean, std, n, paper_mean, paper_std, then
+    the rest (run counts, best, p_vs_best, tie)."""
+    if summary.empty:
+        return pd.DataFrame(columns=["method", *keys, *SUMMARY_COLUMNS[1:]])
+    front = ["method", *keys, *SUMMARY_COLUMNS[1:]]
+    rest = [c for c in summary.columns if c not in front and c not in INTERNAL_COLUMNS]
+    return summary[front + rest]

@@ -123,3 +123,45 @@ def collect(folder: Path, runs_root: Path | None = None) -> tuple[pd.DataFrame, 
         curve_rows, columns=["method", "setting", "seed", "round", "train_loss", "test_acc"]
     )
     return runs, curves
+
+
+def run_configs(plan: dict[str, Any], runs_root: Path) -> dict[str, dict[str, Any]]:
+    """run_id -> the resolved config of each planned run: its folder's config.yaml (what ran),
+    else the plan re-expanded (a run that never started: the config it would run, identified by
+    its run_id, a hash of that config)."""
+    import yaml
+
+    from fedbench.runner.table_config import expand
+
+    configs: dict[str, dict[str, Any]] = {}
+    try:
+        seeds = len({run["seed"] for run in plan["runs"]})
+        expanded = expand(
+            plan_table(plan),
+            preset=plan.get("preset"),
+            seeds=seeds,
+            overrides=plan.get("overrides") or [],
+            tuned=plan.get("tuned") or None,
+        )
+        configs.update({run.run_id: run.cfg.to_dict() for run in expanded.runs})
+    except FedbenchError:
+        pass  # a plan written by another version: the run folders alone say what ran
+    for run in plan["runs"]:
+        path = runs_root / run["run_id"] / "config.yaml"
+        if path.is_file():
+            configs[run["run_id"]] = yaml.safe_load(path.read_text())
+    return {
+        run["run_id"]: configs[run["run_id"]] for run in plan["runs"] if run["run_id"] in configs
+    }
+
+
+def paper_configs(plan: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(method, setting JSON) -> the paper's setting of that cell: the table config without its
+    preset and --set overrides (on the columns that ran). Empty when that does not validate."""
+    from fedbench.runner.table_config import expand
+
+    try:
+        paper = expand(plan_table(plan), seeds=1)
+    except FedbenchError:
+        return {}
+    return {(run.method, json.dumps(run.setting)): run.cfg.to_dict() for run in paper.runs}

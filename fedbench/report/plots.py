@@ -1,21 +1,26 @@
 """curves.png: train loss and test accuracy per round, mean over seeds with a ±1 std band per
-method, one column of panels per setting (matplotlib, Agg backend: no display needed)."""
+method, one column of panels per setting titled by what ran in it, and the what-ran sentence
+under the title (matplotlib, Agg backend: no display needed). Also `fedbench plot`: the curves
+of any run folders overlaid."""
 
 from __future__ import annotations
 
-import json
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-
-from fedbench.report.tables import setting_label
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
+
+    from fedbench.report.tables import View
+
+CURVE_METRICS = [("train_loss", "train loss"), ("test_acc", "test accuracy (%)")]
+LOG_SCALE = {"train_loss", "test_loss"}
 
 
 def _plot_method(ax: Axes, runs: pd.DataFrame, metric: str, color: str) -> None:
@@ -48,21 +53,31 @@ def _legend_entries(axes: Iterable[Axes]) -> tuple[list[Artist], list[str]]:
     return handles, labels
 
 
-def plot_curves(curves: pd.DataFrame, path: Path, title: str, methods: list[str]) -> bool:
-    """Write the figure; False (nothing written) when no run has evaluations yet."""
-    if curves.empty:
-        return False
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_curves(
+    curves: pd.DataFrame,
+    path: Path,
+    view: View,
+    column_titles: dict[str, str],
+    methods: list[str],
+) -> bool:
+    """Write the figure; False (nothing written) when no run has evaluations yet."""
+    if curves.empty:
+        return False
+    plt = _pyplot()
     settings = list(dict.fromkeys(curves["setting"]))
-    metrics = [("train_loss", "train loss"), ("test_acc", "test accuracy (%)")]
     fig, axes = plt.subplots(
-        len(metrics),
+        len(CURVE_METRICS),
         len(settings),
-        figsize=(4.2 * len(settings) + 1.5, 3.2 * len(metrics)),
+        figsize=(4.2 * len(settings) + 1.5, 3.2 * len(CURVE_METRICS) + 0.6),
         squeeze=False,
         sharex="col",
     )
@@ -70,24 +85,52 @@ def plot_curves(curves: pd.DataFrame, path: Path, title: str, methods: list[str]
     present = [m for m in methods if m in set(curves["method"])]
     for col, setting in enumerate(settings):
         sub = curves[curves["setting"] == setting]
-        for row, (metric, label) in enumerate(metrics):
+        for row, (metric, label) in enumerate(CURVE_METRICS):
             ax = axes[row][col]
             for i, method in enumerate(present):
                 _plot_method(ax, sub[sub["method"] == method], metric, colors[i % len(colors)])
             if row == 0:
-                ax.set_title(setting_label(json.loads(setting)), fontsize=10)
-            if row == len(metrics) - 1:
-                ax.set_xlabel("round")
-            if col == 0:
-                ax.set_ylabel(label)
-            if metric == "train_loss":
-                ax.set_yscale("log")
-            ax.grid(alpha=0.3)
+                ax.set_title(column_titles.get(setting, setting), fontsize=10)
+            _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
     handles, labels = _legend_entries(axes.flat)
     fig.legend(handles, labels, loc="center right", fontsize=9, frameon=False)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), 0.95))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    width = max(60, int(fig.get_figwidth() * 13))
+    ran = textwrap.fill(f"what ran: {view.ran}. {view.details}.", width)
+    fig.suptitle(f"{view.title}\n{ran}", fontsize=9)
+    top = 1 - (0.35 + 0.16 * ran.count("\n")) / fig.get_figheight()
+    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), top))
+    _save(fig, path)
     plt.close(fig)
     return True
+
+
+def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
+    if bottom:
+        ax.set_xlabel("round")
+    if left:
+        ax.set_ylabel(label)
+    if metric in LOG_SCALE:
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+
+
+def _save(fig: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: str) -> None:
+    """`fedbench plot`: one line per run (label -> its metrics.jsonl rows), metric vs round,
+    the legend under the axes (labels name the settings that tell the runs apart)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    for name, rows in series.items():
+        data = rows.dropna(subset=[metric])
+        marker = "." if len(data) < 30 else None
+        ax.plot(data["round"], data[metric], label=textwrap.fill(name, 100), lw=1.5, marker=marker)
+    _style(ax, metric, metric.replace("_", " "), True, True)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.14))
+    ax.set_title(textwrap.fill(title, 90), fontsize=9)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": room for the legend below
+    plt.close(fig)

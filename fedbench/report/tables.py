@@ -1,18 +1,31 @@
 """mean ± std over seeds: the long summary.csv, and the paper-layout table.csv / table.md /
-table.tex, plus the rich table printed at the end of a sweep."""
+table.tex, plus the rich tables printed at the end of a sweep.
+
+Every rendering says what ran (the caption / heading built by fedbench.report.build from the
+resolved run configs) and names each column by the values that ran in it. The paper's numbers
+are never inline: they form a separate block labelled with the paper's setting, with a one-line
+caveat when what ran differs from it. Bold marks the best mean of a column as shown (rounded),
+so rows that print the same number share it; "≈" marks rows within noise of the best (Welch's
+t-test over seeds, fedbench.report.significance).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from fedbench.report.collect import LOWER_IS_BETTER
 from fedbench.report.paper import paper_value
+from fedbench.report.significance import LEVEL, MIN_SEEDS, TEST_NAME, tie_with_best
 from fedbench.runner.table_config import ROW_METRICS, TableConfig
 
 DIGITS = {
@@ -24,6 +37,21 @@ DIGITS = {
     "wall_s": 1,
     "rounds_to_target": 0,
 }
+#: Metric subheaders (markdown / terminal; LaTeX escapes them).
+METRIC_LABELS = {
+    "test_acc": "acc (%)",
+    "best_test_acc": "best acc (%)",
+    "train_loss": "train loss",
+    "test_loss": "test loss",
+    "comm": "comm (×d)",
+    "comm_up": "up (floats)",
+    "comm_down": "down (floats)",
+    "wall_s": "wall (s)",
+    "rounds_to_target": "rounds to target",
+}
+TIE_MARK = "≈"
+#: The terminal's mark of the best cells, beside bold (which a log file does not keep).
+BEST_MARK = "★"
 
 
 def fmt(value: float, metric: str) -> str:
@@ -32,16 +60,6 @@ def fmt(value: float, metric: str) -> str:
     if metric in ("comm_up", "comm_down"):
         return f"{value:.3g}"
     return f"{value:.{DIGITS.get(metric, 3)}f}"
-
-
-def setting_label(setting: dict[str, Any]) -> str:
-    """'model=resnet18, alpha=0.6' (short keys: the last part of the dotted key when unique)."""
-    shorts = [key.split(".")[0] if key.endswith(".name") else key.split(".")[-1] for key in setting]
-    names = [
-        short if shorts.count(short) == 1 else key
-        for key, short in zip(setting, shorts, strict=True)
-    ]
-    return ", ".join(f"{n}={v}" for n, v in zip(names, setting.values(), strict=True)) or "all"
 
 
 def _unavailable_text(reason: str | None) -> str:
@@ -54,9 +72,15 @@ def _unavailable_text(reason: str | None) -> str:
     return f"unsupported: {(reason or '').split(';')[0]}"
 
 
+# ---------------------------------------------------------------------------------------------
+# The long summary: one row per (method, column, metric)
+
+
 def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
     """Long format: method, setting columns, metric, mean, std (ddof 1), n, paper_mean,
-    paper_std, then the run counts by status and the cell text of the paper layout."""
+    paper_std, the run counts by status, then best (bold: the best mean as shown), p_vs_best and
+    tie (Welch's t-test against the column's best row; empty when not tested), and the internal
+    columns setting_json, values, cell and paper (dropped from summary.csv)."""
     records = []
     settings = list(dict.fromkeys(runs["setting"])) if len(runs) else []
     methods = [m for m in table.methods if m in set(runs["method"])]
@@ -70,8 +94,6 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
-                mean = float(ok.mean()) if n else math.nan
-                std = float(ok.std(ddof=1)) if n > 1 else math.nan
                 p_mean, p_std = paper_value(table.paper, method, setting, metric)
                 reasons = cell[cell["status"] == "unsupported"]["reason"]
                 # rounds_to_target: completed runs that never reached the target (no value).
@@ -80,8 +102,8 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "method": method,
                     **setting,
                     "metric": metric,
-                    "mean": mean,
-                    "std": std,
+                    "mean": float(ok.mean()) if n else math.nan,
+                    "std": float(ok.std(ddof=1)) if n > 1 else math.nan,
                     "n": n,
                     "paper_mean": p_mean,
                     "paper_std": p_std,
@@ -92,14 +114,56 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "reason": reasons.iloc[0] if len(reasons) else "",
                     "not_reached": len(unreached) if metric == "rounds_to_target" else 0,
                     "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
+                    "setting_json": setting_json,
+                    "values": [float(v) for v in ok],
                 }
                 record["cell"] = cell_text(record, metric)
                 record["paper"] = paper_text(p_mean, p_std, metric)
                 records.append(record)
-    return pd.DataFrame.from_records(records)
+    summary = pd.DataFrame.from_records(records)
+    return _mark_best(summary) if len(summary) else summary
+
+
+def _column_of(summary: pd.DataFrame, setting_json: str, metric: str) -> pd.DataFrame:
+    rows = summary[summary["metric"] == metric]
+    if metric in ROW_METRICS:  # reported once per row: the first column's value
+        return rows.drop_duplicates("method")
+    return rows[rows["setting_json"] == setting_json]
+
+
+def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
+    """best: the rows whose mean, rounded as shown, is the column's best (ties share it; a column
+    where every row shows the same number has none). p_vs_best / tie: each row against the row
+    with the best unrounded mean, by Welch's t-test over seeds."""
+    summary = summary.copy()
+    summary["best"] = False
+    summary["p_vs_best"] = math.nan
+    summary["tie"] = None
+    for (setting_json, metric), _ in summary.groupby(["setting_json", "metric"], sort=False):
+        rows = _column_of(summary, setting_json, metric)
+        rows = rows[rows["n"] > 0]
+        if len(rows) < 2:
+            continue
+        lower = metric in LOWER_IS_BETTER
+        shown = pd.Series([float(fmt(m, metric)) for m in rows["mean"]], index=rows.index)
+        top = shown.min() if lower else shown.max()
+        winners = shown.index[shown == top]
+        if len(winners) == len(rows):
+            continue  # every row shows the same number: no best, nothing to test against
+        summary.loc[winners, "best"] = True
+        leader = rows["mean"].idxmin() if lower else rows["mean"].idxmax()
+        for index in rows.index:
+            if index == leader:
+                continue
+            p, tie = tie_with_best(rows.at[leader, "values"], rows.at[index, "values"])
+            summary.at[index, "p_vs_best"] = p
+            summary.at[index, "tie"] = tie
+    return summary
 
 
 def cell_text(record: dict[str, Any], metric: str) -> str:
+    """'mean ± std' ('± std' only when the seeds differ: none for a deterministic metric such as
+    comm), or why the cell is empty; failed / diverged / missing seeds are noted."""
     n, mean, std = record["n"], record["mean"], record["std"]
     unreached = record.get("not_reached", 0)
     never = f"not reached in {record.get('rounds')} rounds"
@@ -112,7 +176,9 @@ def cell_text(record: dict[str, Any], metric: str) -> str:
             if record[status]:
                 return "not run" if status == "missing" else status
         return ""
-    text = fmt(mean, metric) + (f" ± {fmt(std, metric)}" if n > 1 else "")
+    text = fmt(mean, metric)
+    if n > 1 and not (isinstance(std, float) and (math.isnan(std) or std == 0.0)):
+        text += f" ± {fmt(std, metric)}"
     notes = [f"{record[s]} {s}" for s in ("diverged", "failed", "missing") if record[s]]
     if unreached:  # the mean is over the runs that reached the target
         notes.insert(0, f"{unreached} of {n + unreached} {never}")
@@ -122,130 +188,362 @@ def cell_text(record: dict[str, Any], metric: str) -> str:
 def paper_text(mean: float, std: float, metric: str) -> str:
     if math.isnan(mean):
         return ""
-    return fmt(mean, metric) + ("" if math.isnan(std) else f" ± {fmt(std, metric)}")
+    return fmt(mean, metric) + ("" if math.isnan(std) or std == 0 else f" ± {fmt(std, metric)}")
 
 
-def _columns(summary: pd.DataFrame, table: TableConfig) -> list[tuple[str, str | None, str]]:
-    """(header, setting JSON or None for row metrics, metric) in the paper's order."""
-    settings = list(dict.fromkeys(summary["setting_json"]))
-    cols: list[tuple[str, str | None, str]] = []
-    for setting_json in settings:
-        label = setting_label(json.loads(setting_json))
-        for metric in table.metrics:
-            if metric not in ROW_METRICS:
-                header = f"{label}: {metric}" if len(settings) > 1 or label != "all" else metric
-                cols.append((header, setting_json, metric))
-    for metric in table.metrics:
-        if metric in ROW_METRICS:
-            cols.append((metric, None, metric))
-    return cols
+# ---------------------------------------------------------------------------------------------
+# The view every rendering shares
 
 
-def _with_setting_json(summary: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
-    keys = list(table.grid)
-    summary = summary.copy()
-    summary["setting_json"] = [
-        json.dumps({k: row[k] for k in keys}, sort_keys=False) for _, row in summary.iterrows()
-    ]
-    return summary
+@dataclass
+class HeaderGroup:
+    """A header group: one column of the table (a setting) with its metrics, or the row
+    metrics (setting_json None, label '')."""
+
+    setting_json: str | None
+    label: str  # what ran, e.g. "CNN / Dir-0.6"
+    paper_label: str  # the paper's, e.g. "ResNet-18 / Dir-0.6"
+    metrics: list[str]
 
 
-def layout(summary: pd.DataFrame, table: TableConfig) -> tuple[pd.DataFrame, dict[str, str]]:
-    """The paper's layout: one row per method; per column and metric, our cell and the paper's.
-    Also returns, per header, the methods whose mean is best (bold; ties share it)."""
-    summary = _with_setting_json(summary, table)
-    columns = _columns(summary, table)
-    methods = list(dict.fromkeys(summary["method"]))
-    data: dict[str, list[str]] = {"method": methods}
-    best: dict[str, set[str]] = {}
-    for header, setting_json, metric in columns:
-        ours, theirs, means = [], [], []
-        for method in methods:
-            rows = summary[(summary["method"] == method) & (summary["metric"] == metric)]
-            if setting_json is not None:
-                rows = rows[rows["setting_json"] == setting_json]
-            row = rows.iloc[0] if len(rows) else None
-            ours.append("" if row is None else row["cell"])
-            theirs.append("" if row is None else row["paper"])
-            means.append(math.nan if row is None else row["mean"])
-        data[header] = ours
-        data[f"{header} (paper)"] = theirs
-        valid = [(m, method) for m, method in zip(means, methods, strict=True) if not math.isnan(m)]
-        if len(valid) > 1:
-            pick = min if metric in LOWER_IS_BETTER else max
-            top = pick(m for m, _ in valid)
-            winners = {method for m, method in valid if m == top}
-            if len(winners) < len(valid):  # ties share the bold; all equal means no winner
-                best[header] = winners
-    return pd.DataFrame(data), best
+@dataclass
+class Cell:
+    text: str
+    best: bool = False
+    tie: bool | None = None
 
 
-def to_markdown(wide: pd.DataFrame, best: dict[str, set[str]], title: str) -> str:
-    headers = list(wide.columns)
-    lines = [f"# {title}", "", "| " + " | ".join(headers) + " |"]
-    lines.append("|" + "|".join(["---"] * len(headers)) + "|")
-    for _, row in wide.iterrows():
-        cells = []
-        for header in headers:
-            text = str(row[header])
-            if row["method"] in best.get(header, ()) and text:
-                text = f"**{text}**"
-            cells.append(text)
+@dataclass
+class View:
+    title: str
+    #: What ran, one sentence from the resolved run configs.
+    ran: str
+    #: Preset, seeds, the reported statistic and every --set.
+    details: str
+    groups: list[HeaderGroup]
+    methods: list[str]
+    cells: dict[tuple[str, str | None, str], Cell]
+    paper: dict[tuple[str, str | None, str], str] = field(default_factory=dict)
+    #: "paper (CIFAR-100, ResNet-18 / ViT-Tiny)"; empty when the table has no paper numbers.
+    paper_label: str = ""
+    #: One line: where what ran differs from the paper's setting (empty: the same setting).
+    paper_caveat: str = ""
+    #: Whether any cell was tested (>= MIN_SEEDS seeds): the legend says so either way.
+    tested: bool = False
+    #: The table config's `note:` (e.g. why our numbers are expected to differ from the paper's).
+    note: str = ""
+
+    @property
+    def has_paper(self) -> bool:
+        return bool(self.paper_label) and any(self.paper.values())
+
+    def short_legend(self) -> str:
+        """The legend in one sentence, for a caption."""
+        text = "Mean ± std over seeds; bold: best as shown"
+        if self.tested:
+            text += f"; ≈: within noise of the best ({TEST_NAME}, p ≥ {LEVEL})"
+        if any(m == "comm" for g in self.groups for m in g.metrics):
+            text += "; comm: uploads per client-round in units of d"
+        return text + "."
+
+    def legend(self, best_mark: str = "") -> list[str]:
+        """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
+        bold is lost in a log file)."""
+        best = f"bold {best_mark}" if best_mark else "bold"
+        lines = [
+            "cells: mean ± sample std (ddof 1) over seeds; no ± where every seed gives the same "
+            "value; failed, diverged or missing seeds are noted and left out of the mean",
+            f"{best}: the best mean of its column as shown (rows showing the same number share it)",
+        ]
+        if self.tested:
+            lines.append(
+                f"{TIE_MARK}: within noise of the column's best row ({TEST_NAME} over seeds, "
+                f"two-sided p >= {LEVEL}); unmarked rows differ from the best (p < {LEVEL})"
+            )
+        else:
+            lines.append(f"no significance marks: {TEST_NAME} needs >= {MIN_SEEDS} seeds per cell")
+        if any(m == "comm" for g in self.groups for m in g.metrics):
+            lines.append("comm: floats uploaded per client and round, in units of d (model size)")
+        return lines
+
+
+def build_view(
+    summary: pd.DataFrame,
+    table: TableConfig,
+    labels: dict[str, tuple[str, str]],
+    **texts: Any,
+) -> View:
+    """labels: setting JSON -> (what-ran label, paper label); texts: View's text fields."""
+    groups: list[HeaderGroup] = []
+    settings = list(dict.fromkeys(summary["setting_json"])) if len(summary) else []
+    column_metrics = [m for m in table.metrics if m not in ROW_METRICS]
+    row_metrics = [m for m in table.metrics if m in ROW_METRICS]
+    if column_metrics:
+        for setting_json in settings:
+            label, paper_label = labels.get(setting_json, ("", ""))
+            groups.append(HeaderGroup(setting_json, label, paper_label, column_metrics))
+    if row_metrics:
+        groups.append(HeaderGroup(None, "", "", row_metrics))
+    methods = list(dict.fromkeys(summary["method"])) if len(summary) else []
+    cells: dict[tuple[str, str | None, str], Cell] = {}
+    paper: dict[tuple[str, str | None, str], str] = {}
+    tested = False
+    for group in groups:
+        for metric in group.metrics:
+            key_json = group.setting_json or (settings[0] if settings else "")
+            rows = _column_of(summary, key_json, metric)
+            for _, row in rows.iterrows():
+                tie = None if row["tie"] is None or pd.isna(row["tie"]) else bool(row["tie"])
+                tested |= tie is not None
+                key = (row["method"], group.setting_json, metric)
+                cells[key] = Cell(row["cell"], bool(row["best"]), tie)
+                paper[key] = row["paper"]
+    return View(groups=groups, methods=methods, cells=cells, paper=paper, tested=tested, **texts)
+
+
+def _decorated(cell: Cell | None, bold: tuple[str, str], mark: str) -> str:
+    if cell is None or not cell.text:
+        return "" if cell is None else cell.text
+    if cell.best:  # best as shown: a tie mark would say nothing more
+        return f"{bold[0]}{cell.text}{bold[1]}"
+    return cell.text + (mark if cell.tie else "")
+
+
+def _header(group: HeaderGroup, metric: str, paper: bool = False) -> str:
+    label = group.paper_label if paper else group.label
+    sub = METRIC_LABELS.get(metric, metric)
+    return f"{label}: {sub}" if label else sub
+
+
+def to_wide(view: View) -> pd.DataFrame:
+    """table.csv: a row per method; our cells (≈ marks kept), then the paper's columns, each
+    header prefixed `paper ` and named by the paper's setting."""
+    data: dict[str, list[str]] = {"method": view.methods}
+    for group in view.groups:
+        for metric in group.metrics:
+            data[_header(group, metric)] = [
+                _decorated(
+                    view.cells.get((m, group.setting_json, metric)), ("", ""), f" {TIE_MARK}"
+                )
+                for m in view.methods
+            ]
+    if view.has_paper:
+        for group in view.groups:
+            for metric in group.metrics:
+                data["paper " + _header(group, metric, paper=True)] = [
+                    view.paper.get((m, group.setting_json, metric), "") for m in view.methods
+                ]
+    return pd.DataFrame(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _md_table(view: View, paper: bool) -> list[str]:
+    headers = ["method"] + [_header(g, m, paper) for g in view.groups for m in g.metrics]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
+    for method in view.methods:
+        cells = [method]
+        for group in view.groups:
+            for metric in group.metrics:
+                key = (method, group.setting_json, metric)
+                if paper:
+                    cells.append(view.paper.get(key, ""))
+                else:
+                    cells.append(_decorated(view.cells.get(key), ("**", "**"), f" {TIE_MARK}"))
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def to_markdown(view: View) -> str:
+    lines = [f"# {view.title}", "", f"**What ran:** {view.ran}.", "", f"{view.details}.", ""]
+    lines += _md_table(view, paper=False)
+    lines += ["", *(f"- {line}" for line in view.legend())]
+    if view.note:
+        lines += ["", view.note]
+    if view.has_paper:
+        lines += ["", f"## {view.paper_label}", ""]
+        if view.paper_caveat:
+            lines += [f"> {view.paper_caveat}", ""]
+        lines += _md_table(view, paper=True)
     return "\n".join(lines) + "\n"
 
 
-def _tex_escape(text: str) -> str:
-    for a, b in (
-        ("\\", r"\textbackslash{}"),
-        ("&", r"\&"),
-        ("%", r"\%"),
-        ("_", r"\_"),
-        ("#", r"\#"),
-    ):
-        text = text.replace(a, b)
-    return text.replace("±", r"$\pm$")
+# ---------------------------------------------------------------------------------------------
+# LaTeX (booktabs)
+
+_TEX = {
+    "--": "-{}-",  # not an en dash: `--set` stays `--set`
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "_": r"\_",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "×": r"$\times$",
+    "≈": r"$\approx$",
+    "α": r"$\alpha$",
+    "β": r"$\beta$",
+    "λ": r"$\lambda$",
+    "σ": r"$\sigma$",
+    "ε": r"$\varepsilon$",
+    "δ": r"$\delta$",
+    "≥": r"$\geq$",
+    "–": "--",
+}
+_TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX))
+
+TEX_METRICS = {
+    "test_acc": r"Acc.\ (\%)",
+    "train_loss": "Train loss",
+    "test_loss": "Test loss",
+    "comm": "Comm",
+    "comm_up": "Up",
+    "comm_down": "Down",
+    "wall_s": "Wall (s)",
+}
 
 
-def to_latex(wide: pd.DataFrame, best: dict[str, set[str]], title: str) -> str:
-    """booktabs; our cells only (the paper's numbers are in table.md / table.csv); best in bold."""
-    headers = [h for h in wide.columns if h != "method" and not h.endswith(" (paper)")]
+def tex_escape(text: str) -> str:
+    """Plain text (with ±, ≈ and Greek letters) as pdflatex-safe LaTeX."""
+    return _TEX_RE.sub(lambda m: _TEX[m.group(0)], text)
+
+
+def _tex_tabular(view: View, paper: bool) -> list[str]:
+    """One booktabs tabular: a \\multicolumn group per setting with metric subheaders."""
+    ncols = sum(len(g.metrics) for g in view.groups)
+    lines = [r"\begin{tabular}{l" + "c" * ncols + "}", r"\toprule"]
+    if any(g.label for g in view.groups):
+        tops, rules, start = [""], [], 2
+        for group in view.groups:
+            width = len(group.metrics)
+            label = tex_escape(group.paper_label if paper else group.label)
+            tops.append(rf"\multicolumn{{{width}}}{{c}}{{{label}}}")
+            if label:
+                rules.append(rf"\cmidrule(lr){{{start}-{start + width - 1}}}")
+            start += width
+        lines.append(" & ".join(tops) + r" \\")
+        lines.append(" ".join(rules))
+    subs = [TEX_METRICS.get(m, tex_escape(m)) for g in view.groups for m in g.metrics]
+    lines.append("Method & " + " & ".join(subs) + r" \\")
+    lines.append(r"\midrule")
+    for method in view.methods:
+        cells = [tex_escape(method)]
+        for group in view.groups:
+            for metric in group.metrics:
+                key = (method, group.setting_json, metric)
+                if paper:
+                    cells.append(tex_escape(view.paper.get(key, "")))
+                    continue
+                cell = view.cells.get(key)
+                text = tex_escape(cell.text) if cell else ""
+                if cell is not None and cell.best and text:
+                    text = rf"\textbf{{{text}}}"
+                elif cell is not None and cell.tie:
+                    text += r"$^{\approx}$"
+                cells.append(text)
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return lines
+
+
+def to_latex(view: View, label: str, paper_numbers: bool = False) -> str:
+    """table.tex: booktabs (\\usepackage{booktabs}), one \\multicolumn group per setting with
+    metric subheaders, a caption from the resolved configs and the legend; with paper_numbers
+    the paper's numbers follow as a second, labelled tabular (never inline with ours), and the
+    caption carries the caveat when the paper's setting differs."""
+    caption = [f"{view.title}. What ran: {view.ran}; {view.details}.", view.short_legend()]
+    blocks = ["\n".join(_tex_tabular(view, paper=False))]
+    if view.has_paper and paper_numbers:
+        caption.append(
+            f"Below: {view.paper_label}, as reported. "
+            + (view.paper_caveat or "The same setting as above.")
+        )
+        blocks.append(rf"\textit{{{tex_escape(view.paper_label)}}}")
+        blocks.append("\n".join(_tex_tabular(view, paper=True)))
+    body = blocks[0]
+    if len(blocks) > 1:  # stacked in a one-column tabular, so that \resizebox scales them all
+        body = "\\begin{tabular}{@{}c@{}}\n" + " \\\\[0.5em]\n".join(blocks) + "\n\\end{tabular}"
+    if sum(len(g.metrics) for g in view.groups) > 5:  # many columns: fit the text width
+        body = "\\resizebox{\\linewidth}{!}{%\n" + body + "}"
     lines = [
+        "% fedbench report; needs \\usepackage{booktabs} (and graphicx for \\resizebox)",
         r"\begin{table}[t]",
         r"\centering",
-        rf"\caption{{{_tex_escape(title)}}}",
-        r"\begin{tabular}{l" + "c" * len(headers) + "}",
-        r"\toprule",
-        "Method & " + " & ".join(_tex_escape(h) for h in headers) + r" \\",
-        r"\midrule",
+        rf"\caption{{{tex_escape(' '.join(caption))}}}",
+        rf"\label{{tab:{label}}}",
+        r"\small",
+        r"\setlength{\tabcolsep}{4pt}",
+        body,
+        r"\end{table}",
     ]
-    for _, row in wide.iterrows():
-        cells = [_tex_escape(str(row["method"]))]
-        for header in headers:
-            text = _tex_escape(str(row[header]))
-            if row["method"] in best.get(header, ()) and text:
-                text = rf"\textbf{{{text}}}"
-            cells.append(text)
-        lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
-def to_rich(wide: pd.DataFrame, best: dict[str, set[str]], title: str) -> Table:
-    out = Table(title=title)
-    headers = [h for h in wide.columns if not h.endswith(" (paper)")]
-    for header in headers:
-        out.add_column(header, overflow="fold")
-    for _, row in wide.iterrows():
-        cells = []
-        for header in headers:
-            text = str(row[header])
-            if header != "method":
-                paper = str(row[f"{header} (paper)"])
-                if row["method"] in best.get(header, ()) and text:
-                    text = f"[bold]{text}[/bold]"
+# ---------------------------------------------------------------------------------------------
+# Terminal (rich)
+
+
+def _rich_table(view: View, paper: bool) -> Table:
+    title = view.paper_label if paper else view.title
+    rows = []
+    for method in view.methods:
+        cells = [method]
+        for group in view.groups:
+            for metric in group.metrics:
+                key = (method, group.setting_json, metric)
                 if paper:
-                    text += f" [dim]({paper.split(' ± ')[0]})[/dim]"
-            cells.append(text)
+                    cells.append(view.paper.get(key, ""))
+                    continue
+                cell = view.cells.get(key)
+                cells.append(_decorated(cell, ("[bold]", f" {BEST_MARK}[/bold]"), f" {TIE_MARK}"))
+        rows.append(cells)
+    out = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    out.add_column("method", no_wrap=True, min_width=max(map(len, view.methods), default=6))
+    index = 1
+    for group in view.groups:
+        label = group.paper_label if paper else group.label
+        for metric in group.metrics:
+            # A number split over two lines misreads: cells never wrap, headers are stacked
+            # one part per line ("CNN", "Dir-0.6", "acc (%)") and the column fits both.
+            header = (
+                [*label.split(" / "), METRIC_LABELS.get(metric, metric)]
+                if label
+                else [METRIC_LABELS.get(metric, metric)]
+            )
+            width = max((Text.from_markup(r[index]).cell_len for r in rows), default=0)
+            width = max(width, *(Text(h).cell_len for h in header))
+            out.add_column("\n".join(header), min_width=width, no_wrap=True)
+            index += 1
+    for cells in rows:
         out.add_row(*cells)
     return out
+
+
+def to_rich(view: View) -> Group:
+    """What ran, our table with its legend, then the paper's block (labelled, with its caveat)."""
+    parts: list[Any] = [
+        Text(f"what ran: {view.ran}", style="bold"),
+        Text(view.details),
+        _rich_table(view, paper=False),
+        Text("\n".join(f"  {line}" for line in view.legend(BEST_MARK)), style="dim"),
+    ]
+    if view.note:
+        parts.append(Text(f"  {view.note}"))
+    if view.has_paper:
+        parts.append(_rich_table(view, paper=True))
+        if view.paper_caveat:
+            parts.append(Text(f"  {view.paper_caveat}", style="yellow"))
+    return Group(*parts)

@@ -13,6 +13,7 @@ from rich.table import Table
 from fedbench.engine.run_folder import child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import Outcome, launch
+from fedbench.runner.preflight import require_resources
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
 
 PLAN_FILE = "plan.json"
@@ -162,7 +163,9 @@ def run_sweep(
     launcher: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
 ) -> SweepResult:
-    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/."""
+    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/.
+    A dataset or pretrained weights missing for an unfinished run stop it first (exit code 2)."""
+    require_resources(plan, out)
     folder = child_folder(out, plan.name)
     write_plan(plan, folder)
     if launcher == "ray":

@@ -19,6 +19,9 @@ and its target accuracy per column.
 A preset value for a key that is also a grid key may be a mapping {grid value: replacement}: the
 column keeps its identity (and its paper numbers) while the run uses the replacement, e.g. the
 `quick` preset of Table 1 trains `cnn` in the resnet18 column and `logreg` in the vit_tiny column.
+
+A --set on a grid key replaces that key's columns by its value (a YAML list: several columns);
+the cells of those columns take the value last, as every --set.
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from fedbench.config import (
     AlgorithmConfig,
     RunConfig,
     Strict,
-    apply_overrides,
     format_validation_error,
     parse_override,
     parse_run_config,
@@ -399,6 +401,38 @@ def select_methods(table: TableConfig, methods: list[str] | None) -> list[str]:
     return [m for m in table.methods if m in methods]
 
 
+def _grid_from_overrides(table: TableConfig, overrides: list[str]) -> TableConfig:
+    """A --set on a grid key replaces that key's columns: `--set partition.alpha=0.1` runs the
+    0.1 column only, `--set partition.alpha=[0.1,0.3]` those two, so that the headers of the
+    report name what ran (it used to run 0.1 under every column's label)."""
+    grid = dict(table.grid)
+    for item in overrides:
+        path, value = parse_override(item)
+        key = ".".join(path)
+        if key in grid:
+            values = value if isinstance(value, list) else [value]
+            if not values:
+                raise FedbenchError(
+                    f"--set {item} gives no column of {table.table}'s grid {key!r}; give one "
+                    "value or a YAML list of values"
+                )
+            grid[key] = values
+    return table if grid == table.grid else table.model_copy(update={"grid": grid})
+
+
+def _apply_cell_overrides(
+    data: dict[str, Any], overrides: list[str], setting: dict[str, Any]
+) -> dict[str, Any]:
+    """--set, last: on a grid key it sets the cell's own column value (its grid now holds the
+    --set values), so that it beats the preset like every --set."""
+    result = copy.deepcopy(data)
+    for item in overrides:
+        path, value = parse_override(item)
+        key = ".".join(path)
+        set_path(result, path, copy.deepcopy(setting[key]) if key in setting else value)
+    return result
+
+
 def expand(
     table: TableConfig,
     *,
@@ -415,6 +449,7 @@ def expand(
     overrides = list(overrides or [])
     for item in overrides:
         parse_override(item)  # a malformed --set fails before any cell is built
+    table = _grid_from_overrides(table, overrides)
     runs: list[PlannedRun] = []
     for method in select_methods(table, methods):
         row_items = _preset_row_items(table, preset, method)
@@ -432,7 +467,7 @@ def expand(
                 _apply_preset(data, row_items, setting)
                 for key, value in tuned.get(method, {}).get(column_key(setting), {}).items():
                     set_path(data, key.split("."), copy.deepcopy(value))
-                data = apply_overrides(data, overrides)
+                data = _apply_cell_overrides(data, overrides, setting)
                 try:
                     cfg = parse_run_config(data)
                 except FedbenchError as exc:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
+from rich.console import Console
 
 from fedbench.errors import FedbenchError
 from fedbench.report import build_report
@@ -16,36 +16,10 @@ from fedbench.report.paper import load_paper_table, paper_value
 from fedbench.runner.sweep import write_plan
 from fedbench.runner.table_config import PaperRef, expand, parse_table_config
 from tests.conftest import tiny_table_data
+from tests.report.helpers import fake_run
 
 ACC = {("Local SGD", 0): 50.0, ("Local SGD", 1): 54.0, ("Local SGD", 2): 61.0}
 ACC.update({("FedAdamW", 0): 70.0, ("FedAdamW", 1): 71.5, ("FedAdamW", 2): 80.0})
-
-
-def fake_run(folder: Path, cfg, final_acc: float, status: str = "completed") -> None:
-    folder.mkdir(parents=True)
-    folder.joinpath("config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
-    rows = [
-        {
-            "round": r,
-            "test_acc": final_acc - 10 * (2 - r),
-            "train_loss": 1.0 / (r + 1),
-            "test_loss": 1.0,
-            "comm_up": 0,
-            "comm_down": 0,
-            "elapsed_s": r,
-        }
-        for r in range(3)
-    ]
-    folder.joinpath("metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    summary = {
-        "status": status,
-        "error": None if status == "completed" else "RuntimeError: x",
-        "d": 650,
-        "comm_up": 650,
-        "final": rows[-1],
-        "wall_s": 1.0,
-    }
-    folder.joinpath("summary.json").write_text(json.dumps(summary))
 
 
 @pytest.fixture
@@ -105,7 +79,8 @@ def test_report_recomputes_mean_and_sample_std(table_folder: Path):
     assert "73.83 ± 5.39 (1 diverged)" in md  # mean/std of 70, 71.5, 80
     assert "**73.83 ± 5.39 (1 diverged)**" in md  # best in the column
     assert "66.12 ± 0.10" in md
-    assert "1.00 ± 0.00" in md and "**1.00" not in md  # a tie of every row: no bold
+    # comm is deterministic: no "± 0.00"; every row shows 1.00: a tie of every row, no bold
+    assert "| 1.00 |" in md and "± 0.00" not in md and "**1.00" not in md
     assert "1 failed" in md
     tex = (table_folder / "table.tex").read_text()
     assert r"\toprule" in tex and r"\textbf{73.83 $\pm$ 5.39" in tex
@@ -174,8 +149,14 @@ def test_table_note_is_printed_under_the_table(tmp_path: Path):
         fake_run(tmp_path / "runs" / run.run_id, run.cfg, 50.0)
     write_plan(plan, tmp_path / plan.name)
     report = build_report(tmp_path / plan.name)
-    assert (tmp_path / plan.name / "table.md").read_text().rstrip().endswith(data["note"])
-    assert report.rich.caption == data["note"]
+    md = (tmp_path / plan.name / "table.md").read_text()
+    ours = md.split("## paper")[0]
+    assert f"\n\n{data['note']}\n" in ours  # under our table and its legend, before the paper's
+    console = Console(width=200, record=True)
+    console.print(report.rich)
+    terminal = console.export_text()
+    assert data["note"] in terminal
+    assert terminal.index("cells: mean") < terminal.index(data["note"]) < terminal.index("paper (")
 
 
 def test_rounds_to_target_counts_unreached_runs_and_never_averages_them(table_folder: Path):

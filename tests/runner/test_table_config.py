@@ -171,6 +171,33 @@ def test_find_table_by_path(tiny_table_path: Path):
         find_table("nope")
 
 
+def test_set_on_a_grid_key_replaces_the_columns():
+    t = table(grid={"partition.alpha": [0.6, 0.1], "fl.local_steps": [4]})
+    plan = expand(t, seeds=1, methods=["FedAdamW"], overrides=["partition.alpha=0.1"])
+    # one column, labelled with what runs (it used to be two columns both running alpha=0.1)
+    assert [r.setting for r in plan.runs] == [{"partition.alpha": 0.1, "fl.local_steps": 4}]
+    assert plan.runs[0].cfg.partition.alpha == 0.1
+    assert plan.table.grid["partition.alpha"] == [0.1]  # plan.json records the grid that ran
+    listed = expand(t, seeds=1, methods=["FedAdamW"], overrides=["partition.alpha=[0.3, 0.05]"])
+    assert [r.setting["partition.alpha"] for r in listed.runs] == [0.3, 0.05]
+    assert [r.cfg.partition.alpha for r in listed.runs] == [0.3, 0.05]
+    with pytest.raises(FedbenchError, match=r"--set partition.alpha=\[\] gives no column"):
+        expand(t, overrides=["partition.alpha=[]"])
+
+
+def test_set_on_a_grid_key_beats_the_presets_column_mapping():
+    t = table(
+        grid={"model.name": ["resnet18", "vit_tiny"]},
+        presets={"quick": {"model.name": {"resnet18": "cnn", "vit_tiny": "logreg"}}},
+    )
+    runs = expand(t, preset="quick", seeds=1, methods=["FedAdamW"], overrides=["model.name=cnn"])
+    assert [(r.setting["model.name"], r.cfg.model.name) for r in runs.runs] == [("cnn", "cnn")]
+    runs = expand(
+        t, preset="quick", seeds=1, methods=["FedAdamW"], overrides=["model.name=vit_tiny"]
+    ).runs
+    assert [(r.setting["model.name"], r.cfg.model.name) for r in runs] == [("vit_tiny", "vit_tiny")]
+
+
 def test_column_overrides_set_fields_per_grid_value_with_their_precedence():
     """grid value < column override < preset < preset row < --set; other columns keep the base."""
     data = tiny_table_data()

@@ -1,0 +1,254 @@
+"""Reports state what ran (from the resolved run configs), keep the paper's numbers apart with a
+caveat when the setting differs, bold by the value shown, mark ties by Welch's t-test, and write
+a table.tex that compiles."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedbench.report import build_report
+from fedbench.report.significance import tie_with_best, welch_p
+from fedbench.report.tables import tex_escape
+from fedbench.runner.sweep import write_plan
+from fedbench.runner.table_config import expand, parse_table_config
+from tests.conftest import tiny_table_data
+from tests.report.helpers import fake_run
+
+
+def paper_like_table() -> dict:
+    """A table whose own setting is the paper's (CIFAR-100, ResNet-18, 100 clients, 300 rounds)
+    and whose `quick` preset runs digits with a logreg in the resnet18 column."""
+    data = tiny_table_data()
+    data["base"]["data"] = {"name": "cifar100", "download": False}
+    data["base"]["model"] = {"name": "resnet18"}
+    data["base"]["partition"]["clients"] = 100
+    data["base"]["fl"] = {"rounds": 300, "participation": 0.1, "local_steps": 50, "batch_size": 50}
+    data["grid"] = {"model.name": ["resnet18"], "partition.alpha": [0.6, 0.1]}
+    data["seeds"] = [0, 1, 2]
+    data["presets"] = {
+        "quick": {
+            "data.name": "digits",
+            "model.name": {"resnet18": "logreg"},
+            "partition.clients": 5,
+            "fl.rounds": 3,
+            "fl.participation": 0.4,
+            "fl.local_steps": 2,
+            "fl.batch_size": 16,
+        }
+    }
+    return data
+
+
+def write_table(tmp_path: Path, data: dict, acc, **expand_args) -> Path:
+    """Fake runs with final accuracy acc(method, setting, seed); returns the table folder."""
+    plan = expand(parse_table_config(data), **expand_args)
+    for run in plan.runs:
+        if not (tmp_path / "runs" / run.run_id).exists():  # two columns may share a run
+            fake_run(
+                tmp_path / "runs" / run.run_id, run.cfg, acc(run.method, run.setting, run.seed)
+            )
+    folder = tmp_path / plan.name
+    write_plan(plan, folder)
+    return folder
+
+
+def spread(method: str, setting: dict, seed: int) -> float:
+    return {"Local SGD": 60.0, "FedAdamW": 80.0}[method] + seed
+
+
+def test_quick_preset_report_states_what_ran_and_keeps_the_paper_apart(tmp_path: Path):
+    folder = write_table(
+        tmp_path, paper_like_table(), spread, preset="quick", overrides=["algorithm.lr=0.05"]
+    )
+    report = build_report(folder)
+    md = (folder / "table.md").read_text()
+    head, paper = md.split("## paper (CIFAR-100, ResNet-18)")
+    # what ran, from the run configs: never the paper's labels
+    assert head.startswith("# tiny, preset quick\n")
+    assert (
+        "**What ran:** digits, model LogReg; 5 clients (dirichlet, alpha 0.6 or 0.1 (per "
+        "column)), 40% (2 per round) participation; 3 rounds, K=2 local steps, B=16." in head
+    )
+    assert (
+        "preset quick; 3 seeds (0-2); each run's final evaluation; --set: algorithm.lr=0.05" in head
+    )
+    assert "| LogReg / Dir-0.6: acc (%) |" in head and "ResNet" not in head and "CIFAR" not in head
+    assert "61.00 ± 1.00" in head and "81.00 ± 1.00" in head
+    assert "66.12" not in head  # the paper's FedAdamW, ResNet-18, Dir-0.6: only in its block
+    # the paper's block: its own headers, its numbers, a one-line caveat naming the differences
+    assert "| ResNet-18 / Dir-0.6: acc (%) |" in paper and "66.12 ± 0.10" in paper
+    caveat = [line for line in paper.splitlines() if line.startswith("> ")]
+    assert len(caveat) == 1 and "not comparable with the table above" in caveat[0]
+    assert (
+        "differs in dataset, model, clients, participation, rounds, K, B, algorithm.lr"
+        in (caveat[0])
+    )
+    assert "(CIFAR-100, model ResNet-18; 100 clients" in caveat[0]
+    # the terminal: the same sentence, a legend, the paper block
+    assert report.view.ran.startswith("digits, model LogReg; 5 clients")
+    assert any("Welch's t-test" in line for line in report.view.legend())
+    wide = report.table
+    assert "LogReg / Dir-0.1: acc (%)" in wide.columns
+    assert "paper ResNet-18 / Dir-0.1: acc (%)" in wide.columns
+    # table.tex leaves the paper out unless asked; the caption says what ran
+    tex = (folder / "table.tex").read_text()
+    assert "66.12" not in tex and r"\multicolumn{2}{c}{LogReg / Dir-0.6}" in tex
+    assert r"-{}-set: algorithm.lr=0.05" in tex and r"40\% (2 per round)" in tex
+    build_report(folder, paper_numbers=True)
+    tex = (folder / "table.tex").read_text()
+    assert r"\textit{paper (CIFAR-100, ResNet-18)}" in tex and "66.12 $\\pm$ 0.10" in tex
+    assert r"\multicolumn{2}{c}{ResNet-18 / Dir-0.6}" in tex and "not comparable" in tex
+
+
+def test_the_papers_own_setting_has_no_caveat_and_keeps_the_title(tmp_path: Path):
+    folder = write_table(tmp_path, paper_like_table(), spread)
+    report = build_report(folder)
+    assert report.view.title == "tiny test table"
+    assert report.view.paper_caveat == ""
+    assert report.view.ran.startswith("CIFAR-100, model ResNet-18; 100 clients")
+    assert "## paper (CIFAR-100, ResNet-18)" in (folder / "table.md").read_text()
+
+
+def test_bold_by_the_rounded_value_shown_and_no_std_for_constant_cells(tmp_path: Path):
+    data = tiny_table_data()
+    data["methods"]["Twin"] = {"algorithm": {"name": "fedavg", "lr": 0.05}}
+    data["metrics"] = ["test_acc", "comm"]
+    values = {"Local SGD": 92.781, "Twin": 92.779, "FedAdamW": 92.5}  # shown 92.78, 92.78, 92.50
+    folder = write_table(tmp_path, data, lambda m, s, seed: values[m])
+    build_report(folder)
+    md = (folder / "table.md").read_text()
+    assert "| Local SGD | **92.78** | 1.00 |" in md  # every seed equal: no "± 0.00"
+    assert "| Twin | **92.78** | 1.00 |" in md  # the same number shown: the same bold
+    assert "| FedAdamW | 92.50 | 2.00 |" not in md and "| FedAdamW | 92.50 |" in md
+    assert "± 0.00" not in md
+    tex = (folder / "table.tex").read_text()
+    assert tex.count(r"\textbf{92.78}") == 2
+
+
+def test_ties_with_the_best_are_marked_from_three_seeds(tmp_path: Path):
+    data = tiny_table_data()
+    data["methods"]["Close"] = {"algorithm": {"name": "fedavg", "lr": 0.05}}
+    data["seeds"] = [0, 1, 2]
+    data["metrics"] = ["test_acc"]
+    acc = {
+        "FedAdamW": [90.0, 91.0, 92.0],
+        "Close": [89.0, 91.5, 90.5],  # within noise of the best
+        "Local SGD": [50.0, 51.0, 52.5],  # far below
+    }
+    folder = write_table(tmp_path, data, lambda m, s, seed: acc[m][seed])
+    report = build_report(folder)
+    s = report.summary.set_index("method")
+    assert dict(s["tie"]) == {"Local SGD": False, "FedAdamW": None, "Close": True}
+    assert dict(s["best"]) == {"Local SGD": False, "FedAdamW": True, "Close": False}
+    assert math.isnan(s.loc["FedAdamW", "p_vs_best"])
+    assert s.loc["Close", "p_vs_best"] == pytest.approx(welch_p(acc["FedAdamW"], acc["Close"]))
+    assert s.loc["Local SGD", "p_vs_best"] < 0.05 <= s.loc["Close", "p_vs_best"]
+    md = (folder / "table.md").read_text()
+    assert "| FedAdamW | **91.00 ± 1.00** |" in md
+    assert "| Close | 90.33 ± 1.26 ≈ |" in md
+    assert "| Local SGD | 51.17 ± 1.26 |" in md
+    assert "≈: within noise of the column's best row (Welch's t-test over seeds" in md
+    # two seeds: nothing is tested, and the legend says why
+    data["seeds"] = [0, 1]
+    folder = write_table(tmp_path / "two", data, lambda m, s, seed: acc[m][seed])
+    build_report(folder)
+    md = (folder / "table.md").read_text()
+    assert "≈ |" not in md and "needs >= 3 seeds per cell" in md
+
+
+def test_welch_p_matches_the_formula_in_float64():
+    a, b = [90.0, 91.0, 92.0, 94.0], [89.0, 91.5, 90.5]
+    va, vb = np.var(a, ddof=1) / len(a), np.var(b, ddof=1) / len(b)
+    t = (np.mean(a) - np.mean(b)) / math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))  # Welch-Satterthwaite
+    assert welch_p(a, b) == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-12)
+    assert welch_p([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0  # constant and equal: a tie
+    assert welch_p([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]) == 0.0  # constant and different
+    assert math.isnan(welch_p([1.0], [2.0, 3.0]))
+    assert tie_with_best([1.0, 2.0], [1.0, 2.0]) == (pytest.approx(math.nan, nan_ok=True), None)
+
+
+def test_tex_escape_keeps_pdflatex_happy():
+    assert tex_escape("20% & a_b ± 1 ≈ α=0.5 --set") == (
+        r"20\% \& a\_b $\pm$ 1 $\approx$ $\alpha$=0.5 -{}-set"
+    )
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no LaTeX engine (pdflatex)")
+def test_table_tex_compiles_with_booktabs(tmp_path: Path):
+    folder = write_table(tmp_path, paper_like_table(), spread, preset="quick")
+    build_report(folder, paper_numbers=True)
+    doc = tmp_path / "doc.tex"
+    doc.write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
+        f"\\begin{{document}}\n\\input{{{folder / 'table.tex'}}}\n\\end{{document}}\n"
+    )
+    result = subprocess.run(
+        ["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert (tmp_path / "doc.pdf").stat().st_size > 5_000
+    if shutil.which("pdftotext"):
+        text = subprocess.run(
+            ["pdftotext", "-layout", "doc.pdf", "-"], cwd=tmp_path, capture_output=True, text=True
+        ).stdout
+        assert "LogReg / Dir-0.6" in text and "paper (CIFAR-100, ResNet-18)" in text
+        assert "66.12 ± 0.10" in text and "81.00 ± 1.00" in text
+
+
+def test_columns_that_ran_the_same_data_name_what_they_stand_in_for(tmp_path: Path):
+    data = paper_like_table()
+    data["grid"] = {"data.name": ["cifar10", "cifar100"]}
+    data["presets"]["quick"]["model.name"] = "logreg"
+    folder = write_table(tmp_path, data, spread, preset="quick")
+    report = build_report(folder)
+    labels = [g.label for g in report.view.groups if g.setting_json]
+    assert labels == ["digits for CIFAR-10", "digits for CIFAR-100"]
+    assert [g.paper_label for g in report.view.groups if g.setting_json] == [
+        "CIFAR-10",
+        "CIFAR-100",
+    ]
+    assert report.view.paper_label == "paper (CIFAR-10 / CIFAR-100, ResNet-18)"
+
+
+def test_what_ran_names_the_privacy_setting_per_column():
+    from fedbench.report.ran import describe, facts
+
+    base = {
+        "data": {"name": "digits"},
+        "model": {"name": "logreg"},
+        "partition": {"clients": 10, "kind": "dirichlet", "alpha": 0.6},
+        "fl": {"participation": 0.3, "rounds": 20, "local_steps": 10, "batch_size": 32},
+    }
+    dp = {"noise_multiplier": 1.0, "clip": 0.1, "delta": 1e-5, "target_epsilon": None}
+    col_a = [{**base, "privacy": dp}]
+    col_b = [{**base, "privacy": {**dp, "delta": 1e-6}}]
+    text = describe(facts({"a": col_a, "b": col_b}))
+    assert text == (
+        "digits, model LogReg; 10 clients (dirichlet, alpha 0.6), 30% (3 per round) "
+        "participation; 20 rounds, K=10 local steps, B=32; DP σ=1, C=0.1, δ=1e-05 or "
+        "DP σ=1, C=0.1, δ=1e-06 (per column)"
+    )
+    assert describe(facts({"a": [{**base, "privacy": None}]})).endswith("B=32")
+
+
+def test_tuned_values_are_stated_per_row(tmp_path: Path):
+    from fedbench.runner.table_config import column_key
+
+    data = paper_like_table()
+    setting = {"model.name": "resnet18", "partition.alpha": 0.6}
+    tuned = {"FedAdamW": {column_key(setting): {"algorithm.lr": 0.02}}}
+    folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
+    report = build_report(folder)
+    assert report.view.details.endswith("; tuned (fedbench tune): FedAdamW algorithm.lr=0.02")
