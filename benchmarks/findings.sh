@@ -2,13 +2,14 @@
 # The runs behind docs/findings.md: FedAdamW Table 1's eight methods and its components ablation
 # (Table 4) on real Fashion-MNIST (preset fmnist-small: CPU-sized models), 3 seeds, 100 rounds,
 # at the paper's learning rates and at learning rates tuned per method on a validation split.
-# Column: the ResNet-18 column's CPU model (cnn on 14x14 images) at Dirichlet 0.1.
+# Column: the preset's CPU model of the ResNet-18 column (cnn on 14x14 images) at Dirichlet 0.1,
+# selected with --set on the grid keys (a --set on a grid key replaces that column's values).
 # Usage: bash benchmarks/findings.sh [OUT]   (about an hour on 2 quiet CPU cores)
 set -euo pipefail
 OUT=${1:-results/findings}
 FB=${FEDBENCH:-fedbench}
-COLUMN=(--set model.name=resnet18 --set partition.alpha=0.1 --set eval.diagnostics=true)
-PICK=(--column model.name=resnet18 --column partition.alpha=0.1)
+COLUMN=(--set model.name=cnn --set partition.alpha=0.1 --set eval.diagnostics=true)
+PICK=(--set model.name=cnn --set partition.alpha=0.1)
 SGD="FedAvg,SCAFFOLD,FedCM,FedAdam"
 ADAM="Local Adam,FedLADA,Local AdamW,FedAdamW"
 TUNE=(--rounds 20 --out "$OUT" --workers 2)

@@ -40,7 +40,7 @@ def test_switching_algorithm_names_the_field_of_the_previous_one(run_cli, tmp_pa
     ("args", "expected"),
     [
         (["--set", "algorithm.name=FedAdamw"], "did you mean 'fedadamw'?"),
-        (["--set", "data.name=fminst"], "unknown dataset 'fminst'; did you mean 'fmnist'?"),
+        (["--set", "data.name=fminst"], "unknown dataset 'fminst'; did you mean 'fmnist'"),
         (["--set", "model.name=resnet"], "did you mean 'resnet18'?"),
         (["--set", "fl.round=3"], "'fl.round'; did you mean 'rounds'? known here: rounds,"),
         (["--set", "algorithm.alpah=1"], "'algorithm.alpah' for fedadamw; did you mean 'alpha'?"),
