@@ -407,6 +407,33 @@ def _write_tuned(
     path.write_text(header + yaml.safe_dump(document, sort_keys=False))
 
 
+def plan_to_tune(
+    target: str, *, preset: str | None, methods: list[str] | None, overrides: list[str]
+) -> tuple[Plan, str]:
+    """The plan of TARGET at one seed (a table, an ablation, a table config's path, or a single
+    run config's path as one cell named after its algorithm) and the command that runs it."""
+    from fedbench.runner.sweep import make_plan
+    from fedbench.runner.table_config import expand, find_table
+
+    path = Path(target)
+    if path.suffix in (".yaml", ".yml") and path.is_file():
+        data = read_yaml(path)
+        if "table" not in data:  # a run config: one row named after its algorithm
+            name = str((data.get("algorithm") or {}).get("name", "run"))
+            table = TableConfig(
+                table=path.stem, base=data, methods={name: {}}, seeds=[int(data.get("seed", 0))]
+            )
+            plan = expand(table, preset=preset, seeds=1, methods=methods, overrides=overrides)
+            return plan, "train"
+    try:
+        find_table(target, "table")
+        kind = "table"
+    except FedbenchError:
+        kind = "ablation"
+    plan = make_plan(target, kind, preset=preset, seeds=1, methods=methods, overrides=overrides)
+    return plan, "ablate" if kind == "ablation" else "run"
+
+
 # ---------------------------------------------------------------------------------------------
 # Applying a tune
 

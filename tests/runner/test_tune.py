@@ -155,3 +155,14 @@ def test_tuned_file_for_another_table_is_refused(tmp_path: Path) -> None:
     other.write_text(yaml.safe_dump({"table": "table1", "rows": {}}))
     with pytest.raises(FedbenchError, match=r"not a tuned\.yaml for table 'tiny'"):
         load_tuned(other, table)
+
+
+def test_tune_command_line_writes_tuned_yaml(tmp_path: Path, run_cli) -> None:
+    path = _table(tmp_path)
+    code, out, err = run_cli(
+        "tune", str(path), "--grid", "algorithm.lr=0.1", "--rounds", "1", "--out", str(tmp_path)
+    )
+    assert code == 0, err
+    written = yaml.safe_load((tmp_path / "tiny-tune" / "tuned.yaml").read_text())
+    assert written["rows"]["Local SGD"]["partition.alpha=0.6"]["values"] == {"algorithm.lr": 0.1}
+    assert "--tuned" in out
