@@ -36,20 +36,20 @@ mutation: install
 
 # Every table of the papers at paper settings, 5 seeds: a GPU box with the datasets and weights
 # on disk (README, "Reproducing the papers' tables"; docs/). Finished runs are skipped, so an
-# interrupted `make reproduce` picks up where it stopped; a table with failed or diverged runs
-# (exit code 1) does not stop the others (the `-` prefix).
+# interrupted `make reproduce` picks up where it stopped. A table with failed or diverged runs
+# (exit code 1) or a missing dataset (exit code 2) does not stop the others; the target then ends
+# with an error and names every table that did not finish cleanly.
 FEDADAMW_ABLATIONS := components alpha weight-decay aggregation table11 blocks
 FEDADAMOM_TABLES := fedadamom-main fedadamom-leaf fedadamom-beta2
 DP_TABLES := dp_table2 dp_table2_vit dp_table3 dp_table4 dp_table5 dp_table6 dp_table7 dp_table8 dp_table9 dp_table10 dp_table11
 
 reproduce: install
-	-$(BIN)/fedbench run table1 --out results
-	-for a in $(FEDADAMW_ABLATIONS); do $(BIN)/fedbench ablate $$a --out results; done
-	-$(BIN)/fedbench run table2 --out results
-	-$(BIN)/fedbench run table3 --out results
-	-for t in $(DP_TABLES); do $(BIN)/fedbench run $$t --out results; done
-	-for t in $(FEDADAMOM_TABLES); do $(BIN)/fedbench run $$t --out results; done
-	-$(BIN)/fedbench figure fedadamom-escape --out results
+	@failed=""; \
+	$(BIN)/fedbench run table1 --out results || failed="$$failed table1"; \
+	for a in $(FEDADAMW_ABLATIONS); do $(BIN)/fedbench ablate $$a --out results || failed="$$failed ablate:$$a"; done; \
+	for t in table2 table3 $(DP_TABLES) $(FEDADAMOM_TABLES); do $(BIN)/fedbench run $$t --out results || failed="$$failed $$t"; done; \
+	$(BIN)/fedbench figure fedadamom-escape --out results || failed="$$failed figure:fedadamom-escape"; \
+	if [ -n "$$failed" ]; then echo "make reproduce: not finished cleanly:$$failed (fix the cause above, then rerun make reproduce: finished runs are skipped)"; exit 1; fi
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache mutants

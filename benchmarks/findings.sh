@@ -19,13 +19,13 @@ $FB run table1 --preset fmnist-small "${COLUMN[@]}" --seeds 3 --out "$OUT" --wor
 
 # 2. Each row's learning rate tuned on a 10% validation split (20-round trials), then 3 seeds.
 $FB tune table1 --preset fmnist-small "${PICK[@]}" --methods "$SGD" \
-  --grid algorithm.lr=0.03,0.1,0.3 "${TUNE[@]}"
+  --grid algorithm.lr=0.01,0.03,0.1,0.3,1.0 "${TUNE[@]}"
 $FB tune table1 --preset fmnist-small "${PICK[@]}" --methods "$ADAM" \
-  --grid algorithm.lr=0.0003,0.001,0.003 "${TUNE[@]}"
+  --grid algorithm.lr=0.0001,0.0003,0.001,0.003,0.01 "${TUNE[@]}"
 $FB run table1 --preset fmnist-small "${COLUMN[@]}" --seeds 3 --out "$OUT" --workers 2 \
   --tuned "$OUT/table1-fmnist-small-tune/tuned.yaml"
 # 3. The components ablation at the paper's learning rate, then tuned.
 $FB ablate components --preset fmnist-small --seeds 3 --set eval.diagnostics=true --out "$OUT" --workers 2
-$FB tune components --preset fmnist-small --grid algorithm.lr=0.0003,0.001,0.003 "${TUNE[@]}"
+$FB tune components --preset fmnist-small --grid algorithm.lr=0.0001,0.0003,0.001,0.003,0.01 "${TUNE[@]}"
 $FB ablate components --preset fmnist-small --seeds 3 --set eval.diagnostics=true --out "$OUT" --workers 2 \
   --tuned "$OUT/components-fmnist-small-tune/tuned.yaml"

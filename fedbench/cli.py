@@ -504,8 +504,10 @@ def tune(
         view.add_row(method, col, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}")
     console.print(view)
     tuned_file = result.folder / "tuned.yaml"
+    # The same --preset and --set as this tune, so that the run trains the columns tuned here.
+    again = "".join(f"--set {shlex.quote(s)} " for s in set_ or [])
     how = (
-        f"`fedbench {command} {table} {'--preset ' + preset + ' ' if preset else ''}"
+        f"`fedbench {command} {table} {'--preset ' + preset + ' ' if preset else ''}{again}"
         f"--tuned {tuned_file}`"
         if command != "train"
         else "--set with the values above"
@@ -523,11 +525,19 @@ def report(
             help="Also put the paper's numbers in table.tex, as a separate labelled block.",
         ),
     ] = False,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            help="Also report this metric, repeatable: e.g. local_step_ratio, client_drift, "
+            "v_spread (runs with eval.diagnostics; mean over the evaluated rounds).",
+        ),
+    ] = None,
 ) -> None:
     """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
     from fedbench.report import build_report
 
-    result = build_report(target, paper_numbers=paper_numbers)
+    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [])
     console.print(result.rich)
     console.print(
         "wrote " + ", ".join(str(f) for f in result.files), highlight=False, soft_wrap=True

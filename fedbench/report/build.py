@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Group
 
+from fedbench.errors import FedbenchError
 from fedbench.report.collect import collect, paper_configs, plan_table, read_plan, run_configs
 from fedbench.report.plots import plot_curves
 from fedbench.report.ran import Cfg, column_label, dataset_label, describe, differences, facts
@@ -23,7 +25,8 @@ from fedbench.report.tables import (
     to_rich,
     to_wide,
 )
-from fedbench.runner.table_config import TableConfig
+from fedbench.runner.table_config import METRICS, TableConfig
+from fedbench.suggest import did_you_mean
 
 SUMMARY_COLUMNS = ("method", "metric", "mean", "std", "n", "paper_mean", "paper_std")
 #: summarise()'s working columns, not written to summary.csv.
@@ -123,16 +126,30 @@ def _column_labels(
 
 
 def build_report(
-    folder: Path, runs_root: Path | None = None, *, paper_numbers: bool = False
+    folder: Path,
+    runs_root: Path | None = None,
+    *,
+    paper_numbers: bool = False,
+    metrics: Sequence[str] = (),
 ) -> Report:
     """Write summary.csv, table.csv, table.md, table.tex and curves.png into `folder`.
 
     paper_numbers: also put the paper's numbers into table.tex (a separate, labelled block);
-    table.md, table.csv and the terminal always show them apart from ours."""
+    table.md, table.csv and the terminal always show them apart from ours.
+    metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements)."""
     plan = read_plan(folder)
     table = plan_table(plan)
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise FedbenchError(
+            f"unknown metric {unknown[0]!r}{did_you_mean(unknown[0], METRICS)}; "
+            f"known: {', '.join(METRICS)}"
+        )
+    extra = [m for m in dict.fromkeys(metrics) if m not in table.metrics]
+    if extra:
+        table = table.model_copy(update={"metrics": [*table.metrics, *extra]})
     runs_root = runs_root or folder.parent / "runs"
-    runs, curves = collect(folder, runs_root)
+    runs, curves = collect(folder, runs_root, table)
     summary = summarise(runs, table)
     configs = run_configs(plan, runs_root)
     papers = paper_configs(plan)

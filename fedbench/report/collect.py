@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from fedbench.errors import FedbenchError
-from fedbench.runner.table_config import TableConfig, parse_table_config
+from fedbench.runner.table_config import DIAGNOSTIC_METRICS, TableConfig, parse_table_config
 
 PLAN_FILE = "plan.json"
 #: Lower is better for these metrics (best = min, bold = min).
@@ -47,10 +47,13 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def statistic(rows: list[dict[str, Any]], metric: str, how: str, last_k: int) -> float:
-    """The value a table reports for one run: final | best | last_k_mean over its evaluations."""
+    """The value a table reports for one run: final | best | last_k_mean | mean over its
+    evaluations."""
     values = [r[metric] for r in rows if r.get(metric) is not None]
     if not values:
         return math.nan
+    if how == "mean":
+        return sum(values) / len(values)
     if how == "best":
         return min(values) if metric in LOWER_IS_BETTER else max(values)
     if how == "last_k_mean":
@@ -70,11 +73,14 @@ def _summary_metric(summary: dict[str, Any], metric: str) -> float:
     return float(value) if value is not None else math.nan
 
 
-def collect(folder: Path, runs_root: Path | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def collect(
+    folder: Path, runs_root: Path | None = None, table: TableConfig | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(runs, curves). runs: method, setting (JSON), seed, run_id, status, reason, one column per
-    metric. curves: method, setting, seed, round, train_loss, test_acc."""
+    metric of `table` (default: the plan's). curves: method, setting, seed, round, train_loss,
+    test_acc."""
     plan = read_plan(folder)
-    table = plan_table(plan)
+    table = table or plan_table(plan)
     runs_root = runs_root or folder.parent / "runs"
     records, curve_rows = [], []
     for run in plan["runs"]:
@@ -104,6 +110,8 @@ def collect(folder: Path, runs_root: Path | None = None) -> tuple[pd.DataFrame, 
         for metric in table.metrics:
             if metric in ("test_acc", "train_loss", "test_loss"):
                 record[metric] = statistic(rows, metric, table.report, table.last_k)
+            elif metric in DIAGNOSTIC_METRICS:
+                record[metric] = statistic(rows, metric, "mean", table.last_k)
             else:
                 record[metric] = _summary_metric(summary or {}, metric)
         records.append(record)

@@ -26,7 +26,7 @@ from rich.text import Text
 from fedbench.report.collect import LOWER_IS_BETTER
 from fedbench.report.paper import paper_value
 from fedbench.report.significance import LEVEL, MIN_SEEDS, TEST_NAME, tie_with_best
-from fedbench.runner.table_config import ROW_METRICS, TableConfig
+from fedbench.runner.table_config import DIAGNOSTIC_METRICS, ROW_METRICS, TableConfig
 
 DIGITS = {
     "test_acc": 2,
@@ -48,6 +48,9 @@ METRIC_LABELS = {
     "comm_down": "down (floats)",
     "wall_s": "wall (s)",
     "rounds_to_target": "rounds to target",
+    "client_drift": "client drift",
+    "v_spread": "v spread",
+    "local_step_ratio": "step RMS / lr",
 }
 TIE_MARK = "≈"
 #: The terminal's mark of the best cells, beside bold (which a log file does not keep).
@@ -57,7 +60,7 @@ BEST_MARK = "★"
 def fmt(value: float, metric: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
-    if metric in ("comm_up", "comm_down"):
+    if metric in ("comm_up", "comm_down", *DIAGNOSTIC_METRICS):
         return f"{value:.3g}"
     return f"{value:.{DIGITS.get(metric, 3)}f}"
 
@@ -140,6 +143,8 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
     summary["p_vs_best"] = math.nan
     summary["tie"] = None
     for (setting_json, metric), _ in summary.groupby(["setting_json", "metric"], sort=False):
+        if metric in DIAGNOSTIC_METRICS:
+            continue  # measurements that explain, not scores: no best row
         rows = _column_of(summary, setting_json, metric)
         rows = rows[rows["n"] > 0]
         if len(rows) < 2:
@@ -407,6 +412,9 @@ TEX_METRICS = {
     "comm_up": "Up",
     "comm_down": "Down",
     "wall_s": "Wall (s)",
+    "client_drift": "Client drift",
+    "v_spread": "$v$ spread",
+    "local_step_ratio": "Step RMS / lr",
 }
 
 

@@ -209,7 +209,13 @@ def tune(
     folder = out / f"{plan.name}-tune"
     folder.mkdir(parents=True, exist_ok=True)
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
-    _open_studies(cells, fields, folder / STUDY_FILE, seed)
+    _open_studies(
+        cells,
+        fields,
+        folder / STUDY_FILE,
+        seed,
+        lambda cell: study_name(cell, fields, rounds, val_fraction),
+    )
     distributions = {f.key: f.distribution() for f in fields}
     queue = _resumed_trials(cells, plan)
     while True:
@@ -241,13 +247,35 @@ def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: f
     return trials
 
 
-def _open_studies(cells: list[Cell], fields: list[SearchField], path: Path, seed: int) -> None:
+def _space(fields: list[SearchField]) -> dict[str, str]:
+    """The search space as text: `algorithm.lr: grid:0.01:0.1` or `algorithm.lr: log:1e-4:0.1`."""
+    return {f.key: f"{f.kind}:{':'.join(str(v) for v in f.values)}" for f in fields}
+
+
+def study_name(
+    cell: Cell, fields: list[SearchField], rounds: int | None, val_fraction: float
+) -> str:
+    """A cell's study name, which includes the search space and the trial budget: the same command
+    resumes its study, while a changed space (a grid extended by one value, say) or another
+    --rounds/--val-fraction starts a new one (Optuna refuses to mix the distributions of two
+    spaces in one study). Trials whose run folders exist are not trained again."""
+    space = ",".join(f"{k}={v}" for k, v in _space(fields).items())
+    return f"{cell.name} | {space} | rounds={rounds} val={val_fraction}"
+
+
+def _open_studies(
+    cells: list[Cell],
+    fields: list[SearchField],
+    path: Path,
+    seed: int,
+    signature: Callable[[Cell], str],
+) -> None:
     """Create (or load, when resuming) each cell's study in one SQLite file."""
     optuna = _optuna()
     storage = f"sqlite:///{path.resolve()}"
     for cell in cells:
         cell.study = optuna.create_study(
-            study_name=cell.name,
+            study_name=signature(cell),
             storage=storage,
             load_if_exists=True,
             direction="maximize",
@@ -350,7 +378,8 @@ def _describe(item: Trial) -> str:
     values = ", ".join(
         f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in frozen.params.items()
     )
-    score = f" {OBJECTIVE} {frozen.value:.2f}" if frozen.value is not None else ""
+    # The objective is measured on the validation split: say so, so it never reads as test accuracy.
+    score = f" validation {OBJECTIVE} {frozen.value:.2f}" if frozen.value is not None else ""
     return f"{item.cell.name} trial {frozen.number}: {values} -> {frozen.state.name.lower()}{score}"
 
 
@@ -388,7 +417,7 @@ def _write_tuned(
         earlier = read_yaml(path)
         if earlier.get("table") == plan.table.table and earlier.get("preset") == plan.preset:
             document["rows"] = earlier.get("rows") or {}
-    space = {f.key: f"{f.kind}:{':'.join(str(v) for v in f.values)}" for f in fields}
+    space = _space(fields)
     for method, column, values, score, complete, pruned, failed in rows:
         document["rows"].setdefault(method, {})[column] = {
             "values": values,
@@ -404,7 +433,15 @@ def _write_tuned(
             "trials": {"completed": complete, "pruned": pruned, "failed": failed},
         }
     header = "# Written by `fedbench tune`; apply with `fedbench run TABLE --tuned THIS_FILE`.\n"
-    path.write_text(header + yaml.safe_dump(document, sort_keys=False))
+    path.write_text(header + yaml.dump(document, Dumper=_NoAliases, sort_keys=False))
+
+
+class _NoAliases(yaml.SafeDumper):
+    """A YAML dumper that writes repeated values out in full (no `&id001` anchors): tuned.yaml
+    is read by people."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def plan_to_tune(

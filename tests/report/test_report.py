@@ -181,3 +181,47 @@ def test_rounds_to_target_counts_unreached_runs_and_never_averages_them(table_fo
     assert never["cell"] == "not reached in 2 rounds (3 runs)" and math.isnan(never["mean"])
     best = s[(s["metric"] == "best_test_acc") & (s["method"] == "FedAdamW")].iloc[0]
     assert best["mean"] == pytest.approx(78.0)  # seeds 0-2: 77, 78, 79
+
+
+def test_diagnostic_metrics_are_the_mean_over_measured_rounds_and_rank_nothing(
+    table_folder: Path, run_cli
+):
+    # eval.diagnostics rows: local_step_ratio measured at rounds 1 and 2 (round 0 has none).
+    measured = {}
+    for run_dir in (table_folder.parent / "runs").iterdir():
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        rows = [json.loads(line) for line in lines]
+        seed = int(json.loads((run_dir / "summary.json").read_text()).get("seed", 0))
+        for r in rows[1:]:
+            r["local_step_ratio"] = 0.5 + 0.1 * r["round"] + 0.01 * seed + 0.001 * len(run_dir.name)
+        measured[run_dir.name] = (rows[1]["local_step_ratio"] + rows[2]["local_step_ratio"]) / 2
+        (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = run_cli(
+        "report", str(table_folder), "--metric", "local_step_ratio", "--metric", "client_drift"
+    )
+    assert code == 0, err
+    assert "step RMS / lr" in out
+    s = pd.read_csv(table_folder / "summary.csv")
+    plan = json.loads((table_folder / "plan.json").read_text())
+    ratio = s[s["metric"] == "local_step_ratio"]
+    for _, row in ratio.iterrows():
+        runs = [
+            r["run_id"]
+            for r in plan["runs"]
+            if r["method"] == row["method"]
+            and r["setting"]["partition.alpha"] == row["partition.alpha"]
+            and r["seed"] != 3  # seed 3 failed or diverged: not in the mean
+        ]
+        assert row["n"] == 3
+        assert row["mean"] == pytest.approx(statistics.mean(measured[r] for r in runs), abs=1e-12)
+    # A measurement, not a score: no bold, no Welch test against a best row.
+    assert not ratio["best"].any() and ratio["p_vs_best"].isna().all()
+    # client_drift was not measured by any run: the metric is there, with no values.
+    assert (s[s["metric"] == "client_drift"]["n"] == 0).all()
+    assert "step RMS / lr" in (table_folder / "table.md").read_text()
+    code, _, err = run_cli("report", str(table_folder), "--metric", "local_step_ration")
+    assert (
+        code == 2
+        and "did you mean 'local_step_ratio'" in err
+        and len(err.strip().splitlines()) == 1
+    )

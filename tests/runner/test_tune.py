@@ -42,10 +42,10 @@ def _plan(path: Path):
     return expand(parse_table_config(yaml.safe_load(path.read_text())), seeds=1)
 
 
-def _tune(plan, out: Path, trials: int | None = None):
+def _tune(plan, out: Path, trials: int | None = None, lrs: list[float] = LRS):
     return tune(
         plan,
-        [parse_grid("algorithm.lr=" + ",".join(map(str, LRS)))],
+        [parse_grid("algorithm.lr=" + ",".join(map(str, lrs)))],
         out=out,
         trials=trials,
         rounds=None,
@@ -98,8 +98,9 @@ def test_grid_tune_picks_the_best_validation_score_and_run_uses_it(tmp_path: Pat
 def test_a_killed_tune_resumes_its_unfinished_trial_without_new_ones(tmp_path: Path):
     plan = _plan(_table(tmp_path))
     _tune(plan, tmp_path, trials=1)
-    study_name = "Local SGD | partition.alpha=0.6"
     storage = f"sqlite:///{(tmp_path / 'tiny-tune' / STUDY_FILE).resolve()}"
+    [study_name] = optuna.get_all_study_names(storage)
+    assert study_name.startswith("Local SGD | partition.alpha=0.6 | algorithm.lr=grid:0.003:0.3")
     study = optuna.load_study(study_name=study_name, storage=storage)
     # A kill in the middle of the second trial leaves it RUNNING in the study.
     grid = parse_grid("algorithm.lr=" + ",".join(map(str, LRS))).distribution()
@@ -110,6 +111,24 @@ def test_a_killed_tune_resumes_its_unfinished_trial_without_new_ones(tmp_path: P
     assert [t.state.name for t in trials] == ["COMPLETE", "COMPLETE"]  # resumed, none added
     assert trials[1].params == {"algorithm.lr": 0.3}
     assert result.rows[0][4:] == (2, 0, 0)
+
+
+@pytest.mark.slow
+def test_an_extended_grid_starts_a_new_study_and_trains_only_the_new_value(tmp_path: Path):
+    plan = _plan(_table(tmp_path))
+    _tune(plan, tmp_path)
+    trained = {
+        p.name: (p / "summary.json").stat().st_mtime_ns for p in (tmp_path / "runs").iterdir()
+    }
+    result = _tune(plan, tmp_path, lrs=[*LRS, 0.03])
+    storage = f"sqlite:///{(tmp_path / 'tiny-tune' / STUDY_FILE).resolve()}"
+    assert len(optuna.get_all_study_names(storage)) == 2  # the first study is kept as it was
+    after = {p.name: (p / "summary.json").stat().st_mtime_ns for p in (tmp_path / "runs").iterdir()}
+    assert len(after) == len(trained) + 1  # only lr 0.03 trained
+    assert all(after[name] == mtime for name, mtime in trained.items())
+    assert result.rows[0][4:] == (3, 0, 0)
+    written = (result.folder / "tuned.yaml").read_text()
+    assert "&id" not in written and "grid:0.003:0.3:0.03" in written
 
 
 def test_a_pruned_trial_is_asked_to_stop_and_the_engine_stops(tmp_path: Path, run_cli):
