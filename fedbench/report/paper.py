@@ -75,6 +75,7 @@ DATASET_LABELS = {
     "cifar100": "CIFAR-100",
     "tinyimagenet": "Tiny-ImageNet",
     "femnist": "FEMNIST",
+    "fmnist": "Fashion-MNIST",
     "celeba": "CelebA",
     "shakespeare": "Shakespeare",
 }

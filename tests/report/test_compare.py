@@ -1,0 +1,87 @@
+"""`fedbench compare`: rows of table folders against each other, Welch's t-test over seeds."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from fedbench.errors import FedbenchError
+from fedbench.report.compare import compare
+from fedbench.runner.sweep import write_plan
+from fedbench.runner.table_config import expand, parse_table_config
+from tests.conftest import tiny_table_data
+from tests.report.helpers import fake_run
+
+ACC = {
+    "Local SGD": [50.0, 54.0, 61.0],
+    "FedAdamW": [70.0, 71.5, 80.0],
+    "Local SGD momentum": [1.0, 2.0, 3.0],
+}
+
+
+def _folder(tmp_path: Path, name: str, acc: dict[str, list[float | None]]) -> Path:
+    data = tiny_table_data()
+    data["table"] = name
+    data["seeds"] = [0, 1, 2]
+    data["grid"] = {"partition.alpha": [0.6, 0.1]}
+    data["methods"]["Local SGD momentum"] = {"algorithm": {"name": "fedcm"}}
+    plan = expand(parse_table_config(data))
+    for run in plan.runs:
+        value = acc[run.method][run.seed]  # None: a failed seed
+        status = "completed" if value is not None else "failed"
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, value or 0.0, status)
+    write_plan(plan, tmp_path / plan.name)
+    return tmp_path / plan.name
+
+
+def _welch_by_hand(a: list[float], b: list[float]) -> float:
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    t = (statistics.mean(a) - statistics.mean(b)) / math.sqrt(va + vb)
+    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return 2 * stats.t.sf(abs(t), dof)
+
+
+def test_rows_of_one_folder_and_of_two_folders(tmp_path: Path, run_cli) -> None:
+    one = _folder(tmp_path, "first", ACC)
+    found = compare([f"{one}:fedadam", f"{one}:Local SGD"])  # a unique prefix, any case
+    assert len(found) == 2  # the tiny table's two columns
+    for c in found:
+        assert (c.a.row, c.b.row) == ("FedAdamW", "Local SGD")
+        assert c.a_values == ACC["FedAdamW"] and c.b_values == ACC["Local SGD"]
+        assert c.p == pytest.approx(_welch_by_hand(ACC["FedAdamW"], ACC["Local SGD"]), rel=1e-9)
+        assert c.p < 0.05 and c.verdict == ">"
+    # The same row in another folder (say, at a tuned lr), within noise of the first.
+    other = _folder(tmp_path / "b", "second", {**ACC, "Local SGD": [52.0, 55.0, 58.0]})
+    [c, *_] = compare([f"{one}:Local SGD", f"{other}:Local SGD"])
+    assert c.p == pytest.approx(_welch_by_hand(ACC["Local SGD"], [52.0, 55.0, 58.0]), rel=1e-9)
+    assert c.verdict == "tie"
+    code, out, err = run_cli("compare", f"{one}:FedAdamW", f"{one}:Local SGD")
+    assert code == 0, err
+    assert "first:FedAdamW" in out and "73.83 ± 5.39 (n=3)" in out and ">" in out
+
+
+def test_fewer_than_three_seeds_are_not_tested(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, "t", {**ACC, "Local SGD": [50.0, 54.0, None]})
+    [c, *_] = compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"])
+    assert c.b_values == [50.0, 54.0] and c.verdict.startswith("not tested")
+
+
+@pytest.mark.parametrize(
+    ("sides", "message"),
+    [
+        (["{f}:Fed"], "at least two sides"),
+        (["{f}:local", "{f}:FedAdamW"], "matches several rows"),
+        (["{f}:FedAdamX", "{f}:Local SGD"], "did you mean 'FedAdamW'"),
+        (["{f}", "{f}:Local SGD"], "FOLDER:ROW"),
+    ],
+)
+def test_user_errors_are_one_line(tmp_path: Path, sides: list[str], message: str, run_cli) -> None:
+    folder = _folder(tmp_path, "t", ACC)
+    with pytest.raises(FedbenchError, match=message):
+        compare([s.format(f=folder) for s in sides])
+    code, _, err = run_cli("compare", *[s.format(f=folder) for s in sides])
+    assert code == 2 and len(err.strip().splitlines()) == 1
