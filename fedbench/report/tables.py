@@ -235,6 +235,9 @@ class View:
     paper_caveat: str = ""
     #: Whether any cell was tested (>= MIN_SEEDS seeds): the legend says so either way.
     tested: bool = False
+    #: Whether some cell has >= MIN_SEEDS seeds (when none was tested all the same, it is because
+    #: no column has a single best row to test against).
+    enough_seeds: bool = False
     #: The table config's `note:` (e.g. why our numbers are expected to differ from the paper's).
     note: str = ""
 
@@ -264,6 +267,11 @@ class View:
             lines.append(
                 f"{TIE_MARK}: within noise of the column's best row ({TEST_NAME} over seeds, "
                 f"two-sided p >= {LEVEL}); unmarked rows differ from the best (p < {LEVEL})"
+            )
+        elif self.enough_seeds:
+            lines.append(
+                "no significance marks: no column has a single best row to test against (its "
+                "rows show the same number)"
             )
         else:
             lines.append(f"no significance marks: {TEST_NAME} needs >= {MIN_SEEDS} seeds per cell")
@@ -303,7 +311,16 @@ def build_view(
                 key = (row["method"], group.setting_json, metric)
                 cells[key] = Cell(row["cell"], bool(row["best"]), tie)
                 paper[key] = row["paper"]
-    return View(groups=groups, methods=methods, cells=cells, paper=paper, tested=tested, **texts)
+    enough = bool(len(summary)) and bool((summary["n"] >= MIN_SEEDS).any())
+    return View(
+        groups=groups,
+        methods=methods,
+        cells=cells,
+        paper=paper,
+        tested=tested,
+        enough_seeds=enough,
+        **texts,
+    )
 
 
 def _decorated(cell: Cell | None, bold: tuple[str, str], mark: str) -> str:

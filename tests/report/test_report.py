@@ -225,3 +225,16 @@ def test_diagnostic_metrics_are_the_mean_over_measured_rounds_and_rank_nothing(
         and "did you mean 'local_step_ratio'" in err
         and len(err.strip().splitlines()) == 1
     )
+
+
+def test_three_seeds_with_every_row_equal_say_why_nothing_is_marked(tmp_path: Path):
+    data = tiny_table_data()
+    data["seeds"] = [0, 1, 2]
+    data["metrics"] = ["test_acc"]
+    plan = expand(parse_table_config(data))
+    for run in plan.runs:  # both rows give the same per-seed values
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, 60.0 + run.seed)
+    write_plan(plan, tmp_path / plan.name)
+    md = build_report(tmp_path / plan.name).files[2].read_text()
+    assert "no column has a single best row to test against" in md
+    assert "needs >= 3 seeds" not in md and "≈" not in md
