@@ -4,7 +4,7 @@
 # cnn for ResNet-18 and logreg for ViT-Tiny), 3 seeds, 100 rounds, at the paper's learning rates
 # and at learning rates tuned per method and column on a validation split.
 # Finished runs and trials are skipped, so a rerun (or a rerun with a wider grid) only trains what
-# is new. Usage: bash benchmarks/findings.sh [OUT]   (about 80 minutes on 2 quiet CPU cores)
+# is new. Usage: bash benchmarks/findings.sh [OUT]   (about 90 minutes on 2 quiet CPU cores)
 set -euo pipefail
 OUT=${1:-results/findings}
 FB=${FEDBENCH:-fedbench}
