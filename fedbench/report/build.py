@@ -12,8 +12,14 @@ from typing import Any
 import pandas as pd
 from rich.console import Group
 
-from fedbench.errors import FedbenchError
-from fedbench.report.collect import collect, paper_configs, plan_table, read_plan, run_configs
+from fedbench.report.collect import (
+    collect,
+    paper_configs,
+    plan_table,
+    read_plan,
+    run_configs,
+    with_metrics,
+)
 from fedbench.report.plots import plot_curves
 from fedbench.report.ran import Cfg, column_label, dataset_label, describe, differences, facts
 from fedbench.report.tables import (
@@ -25,8 +31,7 @@ from fedbench.report.tables import (
     to_rich,
     to_wide,
 )
-from fedbench.runner.table_config import METRICS, TableConfig
-from fedbench.suggest import did_you_mean
+from fedbench.runner.table_config import TableConfig
 
 SUMMARY_COLUMNS = ("method", "metric", "mean", "std", "n", "paper_mean", "paper_std")
 #: summarise()'s working columns, not written to summary.csv.
@@ -138,16 +143,7 @@ def build_report(
     table.md, table.csv and the terminal always show them apart from ours.
     metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements)."""
     plan = read_plan(folder)
-    table = plan_table(plan)
-    unknown = [m for m in metrics if m not in METRICS]
-    if unknown:
-        raise FedbenchError(
-            f"unknown metric {unknown[0]!r}{did_you_mean(unknown[0], METRICS)}; "
-            f"known: {', '.join(METRICS)}"
-        )
-    extra = [m for m in dict.fromkeys(metrics) if m not in table.metrics]
-    if extra:
-        table = table.model_copy(update={"metrics": [*table.metrics, *extra]})
+    table = with_metrics(plan_table(plan), metrics)
     runs_root = runs_root or folder.parent / "runs"
     runs, curves = collect(folder, runs_root, table)
     summary = summarise(runs, table)

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from fedbench.errors import FedbenchError
-from fedbench.runner.table_config import DIAGNOSTIC_METRICS, TableConfig, parse_table_config
+from fedbench.runner.table_config import (
+    DIAGNOSTIC_METRICS,
+    METRICS,
+    TableConfig,
+    parse_table_config,
+)
+from fedbench.suggest import unknown
 
 PLAN_FILE = "plan.json"
 #: Lower is better for these metrics (best = min, bold = min).
@@ -71,6 +78,16 @@ def _summary_metric(summary: dict[str, Any], metric: str) -> float:
         return float(value) if value is not None else math.nan
     value = summary.get(metric)
     return float(value) if value is not None else math.nan
+
+
+def with_metrics(table: TableConfig, metrics: Sequence[str]) -> TableConfig:
+    """`table` also reporting `metrics` (e.g. an eval.diagnostics measurement); an unknown name
+    is a one-line error."""
+    for metric in metrics:
+        if metric not in METRICS:
+            raise FedbenchError(unknown("metric", metric, METRICS))
+    extra = [m for m in dict.fromkeys(metrics) if m not in table.metrics]
+    return table.model_copy(update={"metrics": [*table.metrics, *extra]}) if extra else table
 
 
 def collect(

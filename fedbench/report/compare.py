@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fedbench.errors import FedbenchError
-from fedbench.report.collect import collect, plan_table, read_plan
+from fedbench.report.collect import collect, plan_table, read_plan, with_metrics
 from fedbench.report.significance import LEVEL, MIN_SEEDS, welch_p
-from fedbench.runner.table_config import METRICS
 from fedbench.suggest import did_you_mean
 
 
@@ -87,8 +86,7 @@ def read_side(spec: str, metric: str) -> Side:
     folder = Path(folder_text)
     table = plan_table(read_plan(folder))
     row = _match_row(spec, row.strip(), list(table.methods))
-    if metric not in table.metrics:
-        table = table.model_copy(update={"metrics": [*table.metrics, metric]})
+    table = with_metrics(table, [metric])
     runs, _ = collect(folder, table=table)
     values: dict[str, list[float]] = {}
     mine = runs[(runs["method"] == row) & (runs["status"] == "completed")]
@@ -101,10 +99,6 @@ def read_side(spec: str, metric: str) -> Side:
 
 def compare(specs: list[str], metric: str = "test_acc") -> list[Comparison]:
     """Every pair of sides, in every column both have values in."""
-    if metric not in METRICS:
-        raise FedbenchError(
-            f"unknown metric {metric!r}{did_you_mean(metric, METRICS)}; known: {', '.join(METRICS)}"
-        )
     if len(specs) < 2:
         raise FedbenchError("give at least two sides to compare, each FOLDER:ROW")
     sides = [read_side(spec, metric) for spec in specs]
