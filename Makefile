@@ -48,7 +48,7 @@ reproduce: install
 	$(BIN)/fedbench run table1 --out results || failed="$$failed table1"; \
 	for a in $(FEDADAMW_ABLATIONS); do $(BIN)/fedbench ablate $$a --out results || failed="$$failed ablate:$$a"; done; \
 	for t in table2 table3 $(DP_TABLES) $(FEDADAMOM_TABLES); do $(BIN)/fedbench run $$t --out results || failed="$$failed $$t"; done; \
-	$(BIN)/fedbench figure fedadamom-escape --out results || failed="$$failed figure:fedadamom-escape"; \
+	for f in $$($(BIN)/python -c "from fedbench.figures import FIGURES; print(*FIGURES)"); do $(BIN)/fedbench figure $$f --out results || failed="$$failed figure:$$f"; done; \
 	if [ -n "$$failed" ]; then echo "make reproduce: not finished cleanly:$$failed (fix the cause above, then rerun make reproduce: finished runs are skipped)"; exit 1; fi
 
 clean:

@@ -585,44 +585,30 @@ def compare(
     console.print(view)
 
 
-#: Figures drawn from an experiment of their own (not a table's curves.png).
-FIGURES = ("fedadamom-escape",)
-
-
 @app.command()
 def figure(
-    name: Annotated[str, typer.Argument(help="The figure: fedadamom-escape.")],
-    out: Annotated[Path, typer.Option("--out", help="Output folder (figures/ in it).")] = Path(
-        "results"
-    ),
-    trials: Annotated[int, typer.Option(min=10, help="Seeded trials per k.")] = 2000,
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds per trial.")] = 200,
-    seed: Annotated[int, typer.Option(help="Seed of the trials.")] = 0,
+    name: Annotated[str, typer.Argument(help="The figure (fedbench list figures).")],
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="A preset of the figure, e.g. quick.")
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", help="Output folder (runs/ and figures/ in it).")
+    ] = Path("results"),
+    set_: SetOption = None,
+    workers: Annotated[int | None, typer.Option(min=1, help="Concurrent runs.")] = None,
 ) -> None:
-    """Run a figure's experiment and draw it. fedadamom-escape: escape rates from a sharp minimum
-    of a federated Styblinski-Tang problem vs its sharpness k (FedAvgM, FedAdam, FedAdamom)."""
-    if name not in FIGURES:
-        raise FedbenchError(f"no figure named {name!r}; known: {', '.join(FIGURES)}")
-    import json
+    """Run a figure's experiment (its runs resume like a table's), draw it (PNG, PDF, CSV) and
+    check the claim the paper makes with it."""
+    from fedbench.figures.make import make_figure
 
-    import torch
-
-    from fedbench.report.escape import LABELS, PREDICTED, EscapeSetup, draw_escape, run_escape
-
-    torch.set_num_threads(1)  # many tiny tensors: threads only add overhead
-    result = run_escape(EscapeSetup(trials=trials, rounds=rounds, seed=seed))
-    folder = out / "figures"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
-    draw_escape(result, folder / f"{name}.png")
-    for key, data in result["optimizers"].items():
-        fit = data["fits"][PREDICTED[key]]
-        console.print(
-            f"{LABELS[key]}: -log(Gamma) vs {PREDICTED[key]}: slope {fit['slope']:.3f}, "
-            f"Pearson r {fit['pearson_r']:.4f} ({fit['points']} k values)",
-            highlight=False,
-        )
-    console.print(f"wrote {folder / name}.png and .json", highlight=False, soft_wrap=True)
+    made = make_figure(name, preset=preset, out=out, overrides=set_, workers=workers)
+    for claim in made.claims:
+        console.print(claim.line(), highlight=False, soft_wrap=True)
+    console.print(
+        f"wrote {', '.join(path.name for path in made.files)} in {made.folder}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("runs")
@@ -833,7 +819,7 @@ def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 @app.command("list")
 def list_(
     what: Annotated[
-        str, typer.Argument(help="tables | ablations | algorithms | datasets | models")
+        str, typer.Argument(help="tables | ablations | algorithms | datasets | models | figures")
     ] = "algorithms",
     name: Annotated[
         str | None,
@@ -874,10 +860,18 @@ def list_(
     elif what == "models":
         rows = [[name, _first_line(fn.__doc__)] for name, fn in MODELS.items()]
         _list_table("models", ["name", "description"], rows)
+    elif what == "figures":
+        from fedbench.figures import FIGURES
+
+        rows = [
+            [name, cls.paper, cls.title, ", ".join(sorted(cls.presets))]
+            for name, cls in FIGURES.items()
+        ]
+        _list_table("figures", ["name", "paper", "what it shows", "presets"], rows)
     else:
         from fedbench.suggest import did_you_mean
 
-        choices = ("tables", "ablations", "algorithms", "datasets", "models")
+        choices = ("tables", "ablations", "algorithms", "datasets", "models", "figures")
         raise FedbenchError(
             f"cannot list {what!r};{did_you_mean(what, choices)} choose {', '.join(choices)}"
         )

@@ -33,11 +33,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: Styblinski-Tang (per coordinate): local minimum, barrier (local maximum), curvature at a.
 ST_A, ST_B = 2.746803, 0.156731
@@ -194,12 +197,9 @@ PREDICTED = {"fedavgm": "inv_k", "fedadamom": "inv_k", "fedadam": "inv_sqrt_k"}
 LABELS = {"fedavgm": "FedAvgM", "fedadam": "FedAdam", "fedadamom": "FedAdamom"}
 
 
-def draw_escape(result: dict, path: Path) -> None:
+def draw_escape_figure(result: dict) -> Figure:
     """Two panels: -log(Gamma) vs 1/k and vs k^(-1/2), every optimizer with its fit and Pearson
     r; the summary's reported values beside fedbench's in the title."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
@@ -240,6 +240,4 @@ def draw_escape(result: dict, path: Path) -> None:
         fontsize=9,
     )
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig

@@ -72,11 +72,19 @@ def test_escape_is_rarer_at_low_sharpness_and_the_figure_command(tmp_path: Path)
 
     done = CliRunner().invoke(
         app,
-        ["figure", "fedadamom-escape", "--out", str(tmp_path), "--trials", "10", "--rounds", "3"],
-    )
+        [
+            "figure", "fedadamom-escape", "--out", str(tmp_path),
+            "--set", "trials=10", "--set", "rounds=3",
+        ],
+    )  # fmt: skip
     assert done.exit_code == 0, done.output
-    saved = json.loads((tmp_path / "figures" / "fedadamom-escape.json").read_text())
-    assert saved["summary_reports"]["pearson_r_inv_k"] == 0.998
-    assert (tmp_path / "figures" / "fedadamom-escape.png").stat().st_size > 10_000
+    folder = tmp_path / "figures" / "fedadamom-escape"
+    saved = json.loads((folder / "claims.json").read_text())
+    assert saved["extra"]["result"]["summary_reports"]["pearson_r_inv_k"] == 0.998
+    assert saved["settings"]["trials"] == 10
+    assert len(saved["claims"]) == 3
+    assert (folder / "fedadamom-escape.png").stat().st_size > 10_000
+    assert (folder / "fedadamom-escape.pdf").stat().st_size > 1_000
+    assert "optimizer" in (folder / "fedadamom-escape.csv").read_text().splitlines()[0]
     bad = CliRunner().invoke(app, ["figure", "nope"])  # main() turns this into exit code 2
     assert isinstance(bad.exception, FedbenchError) and "fedadamom-escape" in str(bad.exception)

@@ -1,0 +1,137 @@
+"""The figure contract: one class per paper figure, registered by name in FIGURES.
+
+A figure owns its settings (a pydantic model whose defaults are the paper's setting; presets
+such as `quick` override some fields), the experiment (`compute`, which trains through the
+engine's run folders so that a rerun resumes and a finished run is read, not retrained), the
+drawing (`draw`, a matplotlib figure of the data `compute` returned) and the claim the paper
+makes with it (`claims`, each checked by a number). `fedbench.figures.make.make_figure` does
+the rest: settings, folders, PNG + PDF + CSV + claims.json, the printed claim lines.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fedbench.strict import Strict
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure as MplFigure
+
+    from fedbench.config import RunConfig
+
+
+class FigureSettings(Strict):
+    """A figure's settings; subclasses add their fields with the paper's values as defaults."""
+
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper, checked by one statistic.
+
+    `holds` is True or False when the statistic decides it, None when it cannot (for example
+    too few points for an interval); `interval` is a 95% interval of `value` where one exists.
+    """
+
+    statement: str
+    statistic: str
+    value: float
+    holds: bool | None
+    interval: tuple[float, float] | None = None
+
+    @property
+    def verdict(self) -> str:
+        return {True: "holds", False: "does not hold", None: "undecided"}[self.holds]
+
+    def line(self) -> str:
+        """`holds: <statement> (<statistic> = v, 95% interval [lo, hi])`."""
+        shown = _number(self.value)
+        if self.interval is not None:
+            lo, hi = self.interval
+            shown += f", 95% interval [{_number(lo)}, {_number(hi)}]"
+        return f"{self.verdict}: {self.statement} ({self.statistic} = {shown})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "statement": self.statement,
+            "statistic": self.statistic,
+            "value": self.value,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "holds": self.holds,
+            "verdict": self.verdict,
+        }
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}" if math.isfinite(value) else str(value)
+
+
+@dataclass
+class FigureData:
+    """What `compute` measured: `table` is the plotted data (written as the figure's CSV);
+    `extra` holds anything else `draw` and `claims` need (JSON-serialisable)."""
+
+    table: pd.DataFrame
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FigureContext:
+    """Where a figure's experiment writes: `out` is the output root (its runs/ folder holds the
+    run folders the figure trains, shared with tables and resumed like theirs), `folder` the
+    figure's own folder for its files."""
+
+    out: Path
+    folder: Path
+    workers: int | None = None
+
+    def train(self, configs: list[RunConfig]) -> list[Path]:
+        """Train (or resume, or read back) each run config under out/runs; return the run
+        folders in the order given. A run that fails or diverges is an error of the figure."""
+        from fedbench.engine.run_folder import RunFolder
+        from fedbench.errors import FedbenchError
+        from fedbench.runner.launcher import run_one
+
+        folders = []
+        for cfg in configs:
+            outcome = run_one(cfg.to_dict(), str(self.out))
+            if outcome.status != "completed":
+                raise FedbenchError(
+                    f"figure run {outcome.run_id} {outcome.status}: {outcome.error or 'no detail'}"
+                    f"; see {self.out / 'runs' / outcome.run_id}"
+                )
+            folders.append(RunFolder.for_config(self.out, cfg).path)
+        return folders
+
+
+class Figure(ABC):
+    """A paper figure: settings, experiment, drawing and the claim it makes."""
+
+    #: The name `fedbench figure NAME` takes.
+    name: ClassVar[str]
+    #: Which paper figure it reproduces, e.g. "FedAdamW (Liu et al., AAAI 2026), Figure 2".
+    paper: ClassVar[str]
+    #: One line: what the figure shows.
+    title: ClassVar[str]
+    #: The settings model; its defaults are the paper's setting.
+    Settings: ClassVar[type[FigureSettings]] = FigureSettings
+    #: Named presets: settings field -> value; `quick` runs on a 2-core CPU in a few minutes.
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    @abstractmethod
+    def compute(self, settings: Any, context: FigureContext) -> FigureData:
+        """Run (or read back) the experiment and return the plotted data."""
+
+    @abstractmethod
+    def draw(self, data: FigureData, settings: Any) -> MplFigure:
+        """The matplotlib figure of `data` (saved as PNG and PDF by the caller)."""
+
+    @abstractmethod
+    def claims(self, data: FigureData, settings: Any) -> list[Claim]:
+        """The paper's claims about this figure, each checked by a number from `data`."""

@@ -1,0 +1,96 @@
+"""Make one figure: resolve its settings (paper defaults, then a preset, then `--set`), run its
+experiment, and write PNG, PDF, the plotted data as CSV, the settings and the checked claims."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fedbench.errors import FedbenchError
+from fedbench.figures.base import Claim, Figure, FigureContext, FigureSettings
+
+
+@dataclass
+class FigureOutput:
+    """What `make_figure` wrote and the verdict of every claim."""
+
+    name: str
+    folder: Path
+    files: list[Path]
+    claims: list[Claim]
+
+
+def figure_settings(
+    figure: type[Figure], preset: str | None, overrides: list[str] | None = None
+) -> FigureSettings:
+    """The figure's settings: paper defaults, then the preset's values, then each `key=value`."""
+    from fedbench.config import apply_overrides, format_validation_error
+    from fedbench.suggest import unknown
+
+    data: dict[str, Any] = {}
+    if preset is not None:
+        if preset not in figure.presets:
+            raise FedbenchError(unknown(f"preset of figure {figure.name}", preset, figure.presets))
+        data.update(figure.presets[preset])
+    data = apply_overrides(data, overrides or [])
+    try:
+        return figure.Settings.model_validate(data)
+    except ValidationError as exc:
+        raise FedbenchError(
+            format_validation_error(exc, prefix=f"figure {figure.name}", model=figure.Settings)
+        ) from None
+
+
+def figure_folder(out: Path, name: str, preset: str | None) -> Path:
+    """OUT/figures/<name>[-<preset>], kept inside OUT whatever the name holds."""
+    from fedbench.engine.run_folder import child_folder
+
+    return child_folder(out / "figures", f"{name}-{preset}" if preset else name)
+
+
+def make_figure(
+    name: str,
+    *,
+    preset: str | None = None,
+    out: Path = Path("results"),
+    overrides: list[str] | None = None,
+    workers: int | None = None,
+) -> FigureOutput:
+    """Run figure NAME's experiment (resuming its runs under OUT/runs) and write its files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from fedbench.figures.registry import FIGURES
+
+    figure_cls = FIGURES.get(name)
+    settings = figure_settings(figure_cls, preset, overrides)
+    folder = figure_folder(out, name, preset)
+    folder.mkdir(parents=True, exist_ok=True)
+    figure = figure_cls()
+    data = figure.compute(settings, FigureContext(out=out, folder=folder, workers=workers))
+    claims = figure.claims(data, settings)
+    drawn = figure.draw(data, settings)
+    files = [folder / f"{name}.png", folder / f"{name}.pdf", folder / f"{name}.csv"]
+    drawn.savefig(files[0], dpi=150, bbox_inches="tight")
+    drawn.savefig(files[1], bbox_inches="tight")
+    plt.close(drawn)
+    data.table.to_csv(files[2], index=False)
+    record = {
+        "figure": name,
+        "paper": figure_cls.paper,
+        "title": figure_cls.title,
+        "preset": preset,
+        "overrides": list(overrides or []),
+        "settings": settings.model_dump(mode="json"),
+        "claims": [claim.to_dict() for claim in claims],
+        "extra": data.extra,
+    }
+    files.append(folder / "claims.json")
+    files[-1].write_text(json.dumps(record, indent=2, default=str) + "\n")
+    return FigureOutput(name, folder, files, claims)
