@@ -28,6 +28,7 @@ import yaml
 
 from fedbench.config import RunConfig
 from fedbench.engine.loggers import MetricLogger
+from fedbench.yaml_safe import load_yaml
 
 #: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
 #: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
@@ -304,7 +305,7 @@ def run_status(path: Path) -> RunStatus:
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (FileNotFoundError, yaml.YAMLError):
         return None
     return data if isinstance(data, dict) else None
