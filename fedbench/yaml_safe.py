@@ -29,6 +29,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base`: merged keys may be overridden by the explicit ones
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -83,4 +85,4 @@ def load_yaml(text: str) -> Any:
         return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader
     except RecursionError:
         # PyYAML composes nested collections recursively: `[[[[...` thousands deep.
-        raise yaml.YAMLError("collections nested too deeply") from None
+        raise yaml.error.MarkedYAMLError(problem="collections nested too deeply") from None
