@@ -480,6 +480,8 @@ def tune(
 
     if workers is not None and workers < 1:
         raise FedbenchError("--workers must be at least 1")
+    if not 0 <= seed < 2**32:
+        raise FedbenchError(f"--seed {seed} is out of range; the sampler's seed is in [0, 2**32)")
     fields = [parse_space(s) for s in space or []] + [parse_grid(g) for g in grid or []]
     rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     plan, command = plan_to_tune(table, preset=preset, methods=rows, overrides=set_ or [])
