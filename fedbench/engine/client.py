@@ -65,11 +65,13 @@ def _batch_order(
     run: LocalTraining, samples: Tensor, local_steps: int, generator: torch.Generator
 ) -> BatchOrder | PoissonBatches:
     """The K batches of one client: fixed-size batches, or Poisson-sampled ones for a private
-    run with `privacy.sampling: poisson`."""
+    run with `privacy.sampling: poisson`. The generator goes on to augment the batches, if the
+    data is augmented: only then is it moved past the batches' draws."""
+    advance = run.data.augment is not None
     if run.private is not None and run.poisson:
         rate = run.private.divisor(samples.numel()) / samples.numel()
-        return poisson_batches(samples, local_steps, rate, generator)
-    return batch_indices(samples, local_steps, run.batch_size, generator)
+        return poisson_batches(samples, local_steps, rate, generator, advance)
+    return batch_indices(samples, local_steps, run.batch_size, generator, advance)
 
 
 def run_client(

@@ -117,7 +117,13 @@ class VectorizedEngine(Engine):
         for client in clients:
             generator = torch.Generator().manual_seed(client_seed(cfg.seed, info.round, client))
             orders.append(
-                batch_indices(s.clients[client], info.local_steps, cfg.fl.batch_size, generator)
+                batch_indices(
+                    s.clients[client],
+                    info.local_steps,
+                    cfg.fl.batch_size,
+                    generator,
+                    advance=s.data.augment is not None,  # it augments the batches next
+                )
             )
             generators.append(generator)
         widths = [o.shape[1] for o in orders]

@@ -246,12 +246,17 @@ class PoissonBatches:
     drawn when asked (read in increasing k), so memory does not grow with K.
 
     Row k of the inclusion draws is the k-th row of one up-front `torch.rand(K, n)` from
-    `generator`: it comes from a copy of the generator's state, and the generator itself is moved
-    past all K rows (in chunks), as the up-front draw would leave it.
+    `generator`: it comes from a copy of the generator's state. With `advance` the generator
+    itself is moved past all K rows (in chunks), as the up-front draw would leave it.
     """
 
     def __init__(
-        self, samples: Tensor, local_steps: int, rate: float, generator: torch.Generator
+        self,
+        samples: Tensor,
+        local_steps: int,
+        rate: float,
+        generator: torch.Generator,
+        advance: bool = True,
     ) -> None:
         self.samples, self.local_steps, self.rate = samples, local_steps, rate
         self._draw = torch.Generator()
@@ -259,7 +264,7 @@ class PoissonBatches:
         self._next = 0
         n = samples.numel()
         chunk = max(1, _ADVANCE_FLOATS // max(n, 1))
-        for start in range(0, local_steps, chunk):
+        for start in range(0, local_steps if advance else 0, chunk):
             torch.rand(min(chunk, local_steps - start), n, generator=generator)
 
     def __len__(self) -> int:
@@ -279,10 +284,14 @@ _ADVANCE_FLOATS = 1 << 20
 
 
 def poisson_batches(
-    samples: Tensor, local_steps: int, rate: float, generator: torch.Generator
+    samples: Tensor,
+    local_steps: int,
+    rate: float,
+    generator: torch.Generator,
+    advance: bool = True,
 ) -> PoissonBatches:
     """The K Poisson-subsampled batches of a client (see PoissonBatches)."""
-    return PoissonBatches(samples, local_steps, rate, generator)
+    return PoissonBatches(samples, local_steps, rate, generator, advance)
 
 
 GradientFn = Callable[[Tensor, Tensor], list[Tensor]]

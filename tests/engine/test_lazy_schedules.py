@@ -87,6 +87,22 @@ def test_batches_pinned_values() -> None:
     ]
 
 
+def test_without_advance_the_batches_are_the_same_and_cost_nothing_up_front() -> None:
+    samples = torch.arange(71)
+    advanced = batch_indices(samples, 50, 8, torch.Generator().manual_seed(5))
+    lazy = batch_indices(samples, 50, 8, torch.Generator().manual_seed(5), advance=False)
+    lazy_rows = [lazy[k] for k in range(50)]
+    assert all(torch.equal(advanced[k], lazy_rows[k]) for k in range(50))
+    batches = poisson_batches(samples, 9, 0.3, torch.Generator().manual_seed(5), advance=False)
+    expected = eager_poisson(samples, 9, 0.3, torch.Generator().manual_seed(5))
+    assert all(torch.equal(batches[k], expected[k]) for k in range(9))
+    start = time.perf_counter()
+    order = batch_indices(samples, 10**9, 8, torch.Generator().manual_seed(5), advance=False)
+    poisson = poisson_batches(samples, 10**9, 0.3, torch.Generator().manual_seed(5), advance=False)
+    assert torch.equal(order[0], lazy_rows[0]) and torch.equal(poisson[0], expected[0])
+    assert time.perf_counter() - start < 1.0
+
+
 def test_a_billion_local_steps_hold_one_epoch() -> None:
     samples = torch.arange(40)
     order = batch_indices(samples, 10**9, 0, torch.Generator().manual_seed(0))
