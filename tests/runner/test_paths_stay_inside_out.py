@@ -123,3 +123,14 @@ def test_child_folder_is_the_one_way_from_a_name_to_a_path(tmp_path: Path) -> No
         path = child_folder(tmp_path / "out", name)
         assert path.parent == tmp_path / "out" and path.name == safe_name(name)
         assert "/" not in path.name and "\\" not in path.name and path.name not in ("", ".", "..")
+
+
+def test_a_link_in_out_that_leads_outside_is_refused_in_one_line(tmp_path: Path, run_cli) -> None:
+    config = _table(tmp_path, "t")
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (out / "t").symlink_to(tmp_path / "elsewhere")
+    code, _, err = run_cli("run", str(config), "--out", str(out))
+    assert code == 2 and err.count("\n") == 1 and "resolves outside" in err, err
+    assert not any((tmp_path / "elsewhere").iterdir())
