@@ -322,6 +322,7 @@ def _sweep(
         write_json_plan(plan, plan_file)
         console.print(f"plan: {plan_file}", highlight=False, soft_wrap=True)
     if dry_run:
+        from fedbench.engine.run_folder import child_folder
         from fedbench.runner.preflight import require_resources
 
         checked = require_resources(plan, out)  # the same check as a real sweep: exit 2 if not
@@ -329,7 +330,7 @@ def _sweep(
         unique = len({r.run_id for r in plan.runs})
         console.print(
             f"{len(plan.runs)} runs ({unique} distinct), {plan.client_steps():,} client steps "
-            f"(local steps summed over clients and rounds); outputs: {out / plan.name}",
+            f"(local steps summed over clients and rounds); outputs: {child_folder(out, plan.name)}",
             highlight=False,
         )
         console.print(checked.found_line(), highlight=False, soft_wrap=True)
@@ -479,6 +480,8 @@ def tune(
 
     if workers is not None and workers < 1:
         raise FedbenchError("--workers must be at least 1")
+    if not 0 <= seed < 2**32:
+        raise FedbenchError(f"--seed {seed} is out of range; the sampler's seed is in [0, 2**32)")
     fields = [parse_space(s) for s in space or []] + [parse_grid(g) for g in grid or []]
     rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     plan, command = plan_to_tune(table, preset=preset, methods=rows, overrides=set_ or [])

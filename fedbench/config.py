@@ -31,8 +31,9 @@ from fedbench.algorithms.params import (
 )
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
-from fedbench.strict import Strict
+from fedbench.strict import Seed, Strict
 from fedbench.suggest import unknown_algorithm_field, unknown_field
+from fedbench.yaml_safe import load_yaml
 
 
 class UsersConfig(Strict):
@@ -44,7 +45,7 @@ class UsersConfig(Strict):
     count: int | None = Field(default=None, ge=1)
     #: LEAF's minimum number of samples per user (training samples), applied first.
     min_samples: int = Field(default=0, ge=0)
-    seed: int = 0
+    seed: Seed = 0
 
 
 class DataConfig(Strict):
@@ -71,7 +72,7 @@ class PartitionConfig(Strict):
     alpha: float = Field(default=0.6, gt=0)
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    seed: Seed = 0
     client_test_fraction: float = Field(
         default=0.0,
         ge=0,
@@ -166,7 +167,7 @@ class RuntimeConfig(Strict):
 class RunConfig(Strict):
     """One training run (README, "Config reference")."""
 
-    seed: int = 0
+    seed: Seed = 0
     data: DataConfig = Field(default_factory=DataConfig)
     partition: PartitionConfig = Field(default_factory=PartitionConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -227,28 +228,13 @@ class RunConfig(Strict):
 # Loading and overrides
 
 
-class UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses a mapping with the same key twice (PyYAML keeps the last)."""
-
-    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing or malformed file (or a duplicate key) is a FedbenchError
     (exit code 2)."""
     if not path.is_file():
         raise FedbenchError(f"config file {path} not found; give the path of a YAML run config")
     try:
-        data = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # a SafeLoader
+        data = load_yaml(path.read_text())  # fedbench.yaml_safe: safe, bounded
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -272,7 +258,7 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if not key.strip() or any(not part for part in path):
         raise FedbenchError(f"override {item!r} has an empty key; write it as --set key.path=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     return path, value

@@ -1,8 +1,8 @@
 """The sequential engine's hot path: one client's K local steps on the one resident model.
 
 The global weights are copied in place into the resident model (no per-client model or
-optimizer objects); batches are pre-drawn as one index tensor; the local rule is a foreach
-tensor function; nothing in the step loop forces a host-device sync.
+optimizer objects); batches are drawn one index tensor per local epoch; the local rule is a
+foreach tensor function; nothing in the step loop forces a host-device sync.
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ from torch import Tensor, nn
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.data import Dataset
-from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
 from fedbench.engine.aggregation import local_step_sizes
-from fedbench.privacy.mechanism import PrivateGradient, noise_generator, poisson_batches
+from fedbench.privacy.mechanism import (
+    PoissonBatches,
+    PrivateGradient,
+    noise_generator,
+    poisson_batches,
+)
 
 
 def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
@@ -58,13 +63,15 @@ class LocalTraining:
 
 def _batch_order(
     run: LocalTraining, samples: Tensor, local_steps: int, generator: torch.Generator
-) -> Tensor:
+) -> BatchOrder | PoissonBatches:
     """The K batches of one client: fixed-size batches, or Poisson-sampled ones for a private
-    run with `privacy.sampling: poisson`."""
+    run with `privacy.sampling: poisson`. The generator goes on to augment the batches, if the
+    data is augmented: only then is it moved past the batches' draws."""
+    advance = run.data.augment is not None
     if run.private is not None and run.poisson:
         rate = run.private.divisor(samples.numel()) / samples.numel()
-        return poisson_batches(samples, local_steps, rate, generator)
-    return batch_indices(samples, local_steps, run.batch_size, generator)
+        return poisson_batches(samples, local_steps, rate, generator, advance)
+    return batch_indices(samples, local_steps, run.batch_size, generator, advance)
 
 
 def run_client(

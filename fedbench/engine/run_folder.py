@@ -28,6 +28,8 @@ import yaml
 
 from fedbench.config import RunConfig
 from fedbench.engine.loggers import MetricLogger
+from fedbench.errors import FedbenchError
+from fedbench.yaml_safe import load_yaml
 
 #: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
 #: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
@@ -70,10 +72,16 @@ def safe_name(label: str) -> str:
 
 
 def child_folder(root: Path, label: str) -> Path:
-    """root/<safe_name(label)>, checked to resolve inside root (symlinks included)."""
+    """root/<safe_name(label)>, checked to resolve inside root (symlinks included).
+
+    The one way from a name (a table, preset, figure, run id, ...) to a path that fedbench
+    writes: nothing named by a config or on the command line can lead outside --out."""
     path = root / safe_name(label)
     if not path.resolve().is_relative_to(root.resolve()):
-        raise ValueError(f"{path} resolves outside {root}")
+        raise FedbenchError(
+            f"{path} is a link that resolves outside {root}; remove it (fedbench writes only "
+            f"inside {root})"
+        )
     return path
 
 
@@ -304,7 +312,7 @@ def run_status(path: Path) -> RunStatus:
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path.read_text())
     except (FileNotFoundError, yaml.YAMLError):
         return None
     return data if isinstance(data, dict) else None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
 
 import numpy as np
 
@@ -20,12 +22,38 @@ def sampled_clients(seed: int, round_idx: int, num_clients: int, sampled: int) -
     return sorted(int(c) for c in rng.choice(num_clients, size=sampled, replace=False))
 
 
-def client_schedule(seed: int, rounds: int, num_clients: int, sampled: int) -> list[list[int]]:
-    """The whole schedule, known before training (DP accounting and resume rely on it)."""
-    return [sampled_clients(seed, r, num_clients, sampled) for r in range(rounds)]
+class ClientSchedule(Sequence[list[int]]):
+    """The whole schedule, known before training (DP accounting and resume rely on it), drawn
+    round by round when asked: `schedule[r]` is `sampled_clients(seed, r, ...)`, so memory does not
+    grow with the number of rounds (a run of 10**9 rounds starts at once) and any round can be
+    read without the ones before it (a resumed run). `schedule[:r]` is the first r rounds."""
+
+    def __init__(self, seed: int, rounds: range, num_clients: int, sampled: int) -> None:
+        self.seed, self.rounds, self.num_clients, self.sampled = seed, rounds, num_clients, sampled
+
+    def __len__(self) -> int:
+        return len(self.rounds)
+
+    @overload
+    def __getitem__(self, index: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, index: slice) -> ClientSchedule: ...
+    def __getitem__(self, index: int | slice) -> list[int] | ClientSchedule:
+        if isinstance(index, slice):
+            return ClientSchedule(self.seed, self.rounds[index], self.num_clients, self.sampled)
+        return sampled_clients(self.seed, self.rounds[index], self.num_clients, self.sampled)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for r in self.rounds:
+            yield sampled_clients(self.seed, r, self.num_clients, self.sampled)
 
 
-def participation_counts(schedule: list[list[int]], num_clients: int) -> list[int]:
+def client_schedule(seed: int, rounds: int, num_clients: int, sampled: int) -> ClientSchedule:
+    """The clients of every round of a run (ClientSchedule: drawn lazily, round by round)."""
+    return ClientSchedule(seed, range(rounds), num_clients, sampled)
+
+
+def participation_counts(schedule: Iterable[list[int]], num_clients: int) -> list[int]:
     counts = [0] * num_clients
     for clients in schedule:
         for c in clients:

@@ -16,7 +16,7 @@ from fedbench.data.client_test import ClientTestSplit, split_client_test
 from fedbench.data.partition import partition
 from fedbench.data.validation import holdout_validation
 from fedbench.engine.accelerate import check_cuda_graphs
-from fedbench.engine.schedule import client_schedule, clients_per_round
+from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
 from fedbench.privacy.plan import PrivacyPlan, plan_privacy
@@ -86,7 +86,7 @@ class RunSetup:
     partition_arrays: list[np.ndarray]
     model: nn.Module
     algorithm: Algorithm
-    schedule: list[list[int]]
+    schedule: ClientSchedule
     prepare: Callable[[Tensor], Tensor] | None
     #: Resolved sample-level DP settings; None for a non-private run.
     privacy: PrivacyPlan | None = None

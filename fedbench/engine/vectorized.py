@@ -28,6 +28,7 @@ instead, with a printed note.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 
 import torch
 from rich.console import Console
@@ -107,25 +108,39 @@ class VectorizedEngine(Engine):
 
     def _orders(
         self, clients: list[int], info: RoundInfo
-    ) -> tuple[Tensor, Tensor | None, list[torch.Generator]]:
-        """(S, K, B) batch indices, an optional (S, K, B) sample mask, and the clients' generators."""
+    ) -> tuple[Callable[[int], Tensor], Tensor | None, list[torch.Generator]]:
+        """The clients' batches as a function of the local step k (0-based) giving (S, B) batch
+        indices, drawn one local epoch at a time; an optional (S, B) sample mask (clients of
+        unequal widths, padded); and the clients' generators."""
         s, cfg = self.setup, self.cfg
         orders, generators = [], []
         for client in clients:
             generator = torch.Generator().manual_seed(client_seed(cfg.seed, info.round, client))
             orders.append(
-                batch_indices(s.clients[client], info.local_steps, cfg.fl.batch_size, generator)
+                batch_indices(
+                    s.clients[client],
+                    info.local_steps,
+                    cfg.fl.batch_size,
+                    generator,
+                    advance=s.data.augment is not None,  # it augments the batches next
+                )
             )
             generators.append(generator)
-        widest = max(o.shape[1] for o in orders)
-        if all(o.shape[1] == widest for o in orders):
-            return torch.stack(orders), None, generators
-        padded = torch.zeros(len(orders), info.local_steps, widest, dtype=torch.int64)
-        padded = padded.to(orders[0].device)
-        mask = torch.zeros(padded.shape, device=padded.device)
-        for i, o in enumerate(orders):
-            padded[i, :, : o.shape[1]] = o
-            mask[i, :, : o.shape[1]] = 1.0
+        widths = [o.shape[1] for o in orders]
+        widest = max(widths)
+        if all(w == widest for w in widths):
+            return (lambda k: torch.stack([o[k] for o in orders])), None, generators
+        device = s.clients[clients[0]].device
+        mask = torch.zeros(len(orders), widest, device=device)
+        for i, w in enumerate(widths):
+            mask[i, :w] = 1.0
+
+        def padded(k: int) -> Tensor:
+            rows = torch.zeros(len(orders), widest, dtype=torch.int64, device=device)
+            for i, o in enumerate(orders):
+                rows[i, : widths[i]] = o[k]
+            return rows
+
         return padded, mask, generators
 
     def client_chunk(self, clients: int) -> int:
@@ -192,7 +207,7 @@ class VectorizedEngine(Engine):
         )
         step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
         for k in range(1, info.local_steps + 1):
-            idx = orders[:, k - 1]
+            idx = orders(k - 1)
             xb, yb = data.x_train[idx], data.y_train[idx]
             if data.augment is not None:
                 xb = torch.stack([data.augment(xb[i], generators[i]) for i in range(n)])
@@ -203,7 +218,7 @@ class VectorizedEngine(Engine):
                 if mask is None:
                     grads = self.grad_fn_unweighted(params, buffers, xb, yb)
                 else:
-                    grads = self.grad_fn(params, buffers, xb, yb, mask[:, k - 1])
+                    grads = self.grad_fn(params, buffers, xb, yb, mask)
             g = [grads[name] for name in self.names]
             clip_per_client_(g, cfg.algorithm.grad_clip)
             before = [t.clone() for t in y] if results.diagnostics else None

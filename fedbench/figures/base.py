@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fedbench.strict import Strict
+from fedbench.strict import Seed, Strict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 class FigureSettings(Strict):
     """A figure's settings; subclasses add their fields with the paper's values as defaults."""
 
-    seed: int = 0
+    seed: Seed = 0
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from torch import nn
 
 from fedbench.config import ModelConfig
+from fedbench.errors import FedbenchError
 from fedbench.registry import Registry
 
 #: builder(cfg, input_shape (C, H, W) or (F,), num_classes) -> nn.Module
@@ -14,8 +15,32 @@ ModelBuilder = Callable[[ModelConfig, tuple[int, ...], int], nn.Module]
 
 MODELS: Registry[ModelBuilder] = Registry("model")
 
+#: The models that can start from pretrained weights (`model.pretrained`, `model.weights`); each
+#: adds its name where it registers. Every other model refuses both fields.
+PRETRAINED: set[str] = set()
+
+
+def check_weights_fields(cfg: ModelConfig) -> None:
+    """A weights field that the model cannot use is an error, never silently ignored: weights
+    for a model without pretrained weights, or `model.weights` without `model.pretrained`."""
+    MODELS.get(cfg.name)  # an unknown model: the registry's error (did you mean), not this one
+    if (cfg.pretrained or cfg.weights is not None) and cfg.name not in PRETRAINED:
+        given = ["model.pretrained=true"] if cfg.pretrained else []
+        given += [f"model.weights={cfg.weights}"] if cfg.weights is not None else []
+        raise FedbenchError(
+            f"model {cfg.name} has no pretrained weights, so {' and '.join(given)} cannot be "
+            "used; drop it "
+            f"(models with pretrained weights: {', '.join(sorted(PRETRAINED)) or 'none'})"
+        )
+    if cfg.weights is not None and not cfg.pretrained:
+        raise FedbenchError(
+            f"model.weights={cfg.weights} is set but model.pretrained is false, so the weights "
+            f"would not be loaded; set model.pretrained=true or drop model.weights"
+        )
+
 
 def build_model(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    check_weights_fields(cfg)
     model = MODELS.get(cfg.name)(cfg, input_shape, num_classes)
     if cfg.init == "zeros":
         for p in model.parameters():

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS
+from fedbench.models.base import MODELS, PRETRAINED
 from fedbench.models.lora import apply_lora
 
 HF_ROBERTA = "FacebookAI/roberta-base"
@@ -82,6 +82,9 @@ def _pretrained_roberta(cfg: ModelConfig, num_classes: int) -> nn.Module:
         ) from None
 
 
+PRETRAINED.add("roberta_base")
+
+
 @MODELS.register("roberta_base")
 def roberta_base(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """RoBERTa-Base (HF FacebookAI/roberta-base) + LoRA on query/value; pretrained weights required."""
@@ -102,8 +105,6 @@ def roberta_micro(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: i
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
     _check_text("roberta_micro", input_shape)
-    if cfg.pretrained:
-        raise FedbenchError("model roberta_micro is a tiny test model without pretrained weights")
     config = RobertaConfig(
         vocab_size=MICRO_VOCAB,
         hidden_size=16,

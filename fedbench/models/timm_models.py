@@ -23,7 +23,7 @@ from torch import nn
 
 from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS
+from fedbench.models.base import MODELS, PRETRAINED
 from fedbench.models.lora import apply_lora
 
 VISION_LORA_TARGETS = ["attn.qkv", "attn.proj"]
@@ -143,8 +143,6 @@ def build_timm(
     spec = SPECS[name]
     c, h, w = _image_shape(name, spec, input_shape)
     kwargs = dict(spec.kwargs, num_classes=num_classes, in_chans=c, img_size=h)
-    if cfg.pretrained and spec.tag is None:
-        raise FedbenchError(f"model {name} is a tiny test model without pretrained weights")
     try:
         if cfg.pretrained and not cfg.weights:
             try:
@@ -175,6 +173,8 @@ def _register(name: str) -> None:
         else " (tiny, tests)"
     )
     MODELS.register(name)(builder)
+    if SPECS[name].tag is not None:
+        PRETRAINED.add(name)
 
 
 for _name in SPECS:

@@ -240,14 +240,58 @@ def noise_generator(device: torch.device, client_key: int) -> torch.Generator:
     return torch.Generator(device=device).manual_seed(client_key ^ NOISE_STREAM)
 
 
-def poisson_batches(
-    samples: Tensor, local_steps: int, rate: float, generator: torch.Generator
-) -> list[Tensor]:
+class PoissonBatches:
     """K batches, each sample included independently with probability q (exact Poisson
-    subsampling, `privacy.sampling: poisson`); batch sizes vary, possibly empty."""
-    n = samples.numel()
-    masks = torch.rand(local_steps, n, generator=generator) < rate
-    return [samples[m.to(samples.device)] for m in masks]
+    subsampling, `privacy.sampling: poisson`); batch sizes vary, possibly empty. `batches[k]` is
+    drawn when asked (read in increasing k), so memory does not grow with K.
+
+    Row k of the inclusion draws is the k-th row of one up-front `torch.rand(K, n)` from
+    `generator`: it comes from a copy of the generator's state. With `advance` the generator
+    itself is moved past all K rows (in chunks), as the up-front draw would leave it.
+    """
+
+    def __init__(
+        self,
+        samples: Tensor,
+        local_steps: int,
+        rate: float,
+        generator: torch.Generator,
+        advance: bool = True,
+    ) -> None:
+        self.samples, self.local_steps, self.rate = samples, local_steps, rate
+        self._draw = torch.Generator()
+        self._draw.set_state(generator.get_state())
+        self._next = 0
+        n = samples.numel()
+        chunk = max(1, _ADVANCE_FLOATS // max(n, 1))
+        for start in range(0, local_steps if advance else 0, chunk):
+            torch.rand(min(chunk, local_steps - start), n, generator=generator)
+
+    def __len__(self) -> int:
+        return self.local_steps
+
+    def __getitem__(self, k: int) -> Tensor:
+        if not self._next <= k < self.local_steps:
+            raise IndexError(f"local step {k} of {self.local_steps} (read in order)")
+        while self._next <= k:
+            mask = torch.rand(1, self.samples.numel(), generator=self._draw)[0] < self.rate
+            self._next += 1
+        return self.samples[mask.to(self.samples.device)]
+
+
+#: Floats drawn at a time when a generator is moved past a PoissonBatches' draws.
+_ADVANCE_FLOATS = 1 << 20
+
+
+def poisson_batches(
+    samples: Tensor,
+    local_steps: int,
+    rate: float,
+    generator: torch.Generator,
+    advance: bool = True,
+) -> PoissonBatches:
+    """The K Poisson-subsampled batches of a client (see PoissonBatches)."""
+    return PoissonBatches(samples, local_steps, rate, generator, advance)
 
 
 GradientFn = Callable[[Tensor, Tensor], list[Tensor]]

@@ -28,7 +28,7 @@ class PrivacyPlan:
     #: sigma actually used: privacy.noise_multiplier, or the one calibrated to target_epsilon.
     noise_multiplier: float
     rates: list[float]
-    schedule: list[list[int]]
+    schedule: Sequence[list[int]]
     local_steps: int
     #: Privatised gradients per local step (2 for DP-FedSAM).
     gradients_per_step: int
@@ -77,7 +77,7 @@ class PrivacyPlan:
 def make_plan(
     cfg: RunConfig,
     client_sizes: Sequence[int],
-    schedule: list[list[int]],
+    schedule: Sequence[list[int]],
     gradients_per_step: int = 1,
 ) -> PrivacyPlan:
     """Accountant inputs from the known-in-advance schedule; calibrates sigma if asked."""
@@ -107,7 +107,7 @@ def plan_privacy(
     model: nn.Module,
     algorithm_cls: type[Algorithm],
     client_sizes: Sequence[int],
-    schedule: list[list[int]],
+    schedule: Sequence[list[int]],
 ) -> PrivacyPlan | None:
     """None for a non-private run; else checks the model and builds the plan (setup hook)."""
     if cfg.privacy is None:

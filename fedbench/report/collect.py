@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from fedbench.engine.run_folder import child_folder
 from fedbench.errors import FedbenchError
 from fedbench.runner.table_config import (
     DIAGNOSTIC_METRICS,
@@ -101,7 +102,7 @@ def collect(
     runs_root = runs_root or folder.parent / "runs"
     records, curve_rows = [], []
     for run in plan["runs"]:
-        run_dir = runs_root / run["run_id"]
+        run_dir = child_folder(runs_root, run["run_id"])
         summary = None
         if (run_dir / "summary.json").is_file():
             try:
@@ -154,8 +155,7 @@ def run_configs(plan: dict[str, Any], runs_root: Path) -> dict[str, dict[str, An
     """run_id -> the resolved config of each planned run: its folder's config.yaml (what ran),
     else the plan re-expanded (a run that never started: the config it would run, identified by
     its run_id, a hash of that config)."""
-    import yaml
-
+    from fedbench.config import read_yaml
     from fedbench.runner.table_config import expand
 
     configs: dict[str, dict[str, Any]] = {}
@@ -172,9 +172,9 @@ def run_configs(plan: dict[str, Any], runs_root: Path) -> dict[str, dict[str, An
     except FedbenchError:
         pass  # a plan written by another version: the run folders alone say what ran
     for run in plan["runs"]:
-        path = runs_root / run["run_id"] / "config.yaml"
+        path = child_folder(runs_root, run["run_id"]) / "config.yaml"
         if path.is_file():
-            configs[run["run_id"]] = yaml.safe_load(path.read_text())
+            configs[run["run_id"]] = read_yaml(path)
     return {
         run["run_id"]: configs[run["run_id"]] for run in plan["runs"] if run["run_id"] in configs
     }

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
-from fedbench.config import parse_override
+from fedbench.config import parse_override, read_yaml
 from fedbench.errors import FedbenchError
 from fedbench.report.ran import flatten
 
@@ -118,7 +117,7 @@ def list_runs(root: Path, where: list[str] | None = None) -> pd.DataFrame:
     evaluated, the final metrics, epsilon (private runs), wall_s and the folder."""
     records = []
     for folder in find_run_folders(root):
-        config = yaml.safe_load((folder / "config.yaml").read_text()) or {}
+        config = read_yaml(folder / "config.yaml")
         summary = _read_json(folder / "summary.json")
         records.append(
             {"folder": folder, "config": config, "flat": flatten(config), "summary": summary}
@@ -178,7 +177,7 @@ def read_curves(runs: list[str], runs_root: Path) -> tuple[dict[str, pd.DataFram
                 "list runs with `fedbench runs DIR`"
             )
         folders.append(path)
-    configs = [yaml.safe_load((f / "config.yaml").read_text()) or {} for f in folders]
+    configs = [read_yaml(f / "config.yaml") for f in folders]
     keys = distinguishing(configs)
     series: dict[str, pd.DataFrame] = {}
     for folder, config in zip(folders, configs, strict=True):

@@ -269,7 +269,10 @@ def launch(
     runs = unique_runs(plan)
     gpus = visible_gpus() if gpus is None else gpus
     runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in runs), default=1)
-    slots = local_slots(workers, runs_per_gpu, gpus)[: max(1, len(runs))]
+    # Never more slots than runs (--workers 1000000000 must not build a list that long).
+    most = max(1, len(runs))
+    runs_per_gpu = min(runs_per_gpu, most)
+    slots = local_slots(None if workers is None else min(workers, most), runs_per_gpu, gpus)[:most]
     threads = max(1, (os.cpu_count() or 1) // len(slots))
     progress = SweepProgress(console, len(runs), len(slots), plan.name)
     queue = RunQueue(runs)

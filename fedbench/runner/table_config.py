@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -396,6 +397,25 @@ def select_seeds(table: TableConfig, count: int | list[int] | None) -> list[int]
     return seeds[:count]
 
 
+#: The most runs one plan may hold. Every run is a folder of its own and a line of the plan; a
+#: plan of more is a slip (--seeds 100000000), not an experiment, and is refused before any run
+#: config is built (so --dry-run answers at once).
+MAX_RUNS = 100_000
+
+
+def check_plan_size(table: TableConfig, methods: list[str], seeds: int | list[int] | None) -> None:
+    """Refuse a plan of more than MAX_RUNS runs, counted without building it."""
+    count = len(seeds) if isinstance(seeds, list) else seeds if seeds is not None else 0
+    count = count or len(table.seeds)
+    cells = len(methods) * math.prod(len(values) for values in table.grid.values())
+    if cells * count > MAX_RUNS:
+        raise FedbenchError(
+            f"{table.table}: {cells} cells x {count:,} seeds is {cells * count:,} runs, more than "
+            f"the {MAX_RUNS:,} a sweep may hold (each run is a run folder); ask for fewer "
+            "seeds (--seeds), rows (--methods) or columns"
+        )
+
+
 def select_methods(table: TableConfig, methods: list[str] | None) -> list[str]:
     if not methods:
         return list(table.methods)
@@ -457,6 +477,7 @@ def expand(
     for item in overrides:
         parse_override(item)  # a malformed --set fails before any cell is built
     table = _grid_from_overrides(table, overrides)
+    check_plan_size(table, select_methods(table, methods), seeds)
     runs: list[PlannedRun] = []
     for method in select_methods(table, methods):
         row_items = _preset_row_items(table, preset, method)

@@ -30,9 +30,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from fedbench.config import parse_run_config, read_yaml, set_path
-from fedbench.engine.run_folder import RunFolder
+from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
+from fedbench.yaml_safe import load_yaml
 
 if TYPE_CHECKING:
     import optuna
@@ -104,7 +105,12 @@ def parse_space(item: str) -> SearchField:
 def parse_grid(item: str) -> SearchField:
     """`algorithm.lr=1e-4,3e-4,1e-3` -> a grid field (values parsed as YAML)."""
     key, spec = _split(item, "--grid", "KEY=V1,V2,...")
-    values = tuple(yaml.safe_load(v) for v in spec.split(",") if v.strip())
+    try:
+        values = tuple(load_yaml(v) for v in spec.split(",") if v.strip())
+    except yaml.YAMLError:
+        raise FedbenchError(
+            f"--grid {item!r}: a value is not valid YAML; list plain values, e.g. KEY=0.1,0.3"
+        ) from None
     if not values:
         raise FedbenchError(f"--grid {item!r} lists no values")
     return SearchField(key, "grid", values)
@@ -206,7 +212,7 @@ def tune(
 ) -> TuneResult:
     """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials."""
     trials = _trial_budget(fields, trials, val_fraction)
-    folder = out / f"{plan.name}-tune"
+    folder = child_folder(out, f"{plan.name}-tune")  # inside OUT whatever the table is named
     folder.mkdir(parents=True, exist_ok=True)
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
     _open_studies(

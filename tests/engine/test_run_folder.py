@@ -16,6 +16,7 @@ from fedbench.engine.run_folder import (
     safe_name,
     write_json_atomic,
 )
+from fedbench.errors import FedbenchError
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_safe_name_keeps_a_label_inside_its_folder(label: str, name: str, tmp_pa
 def test_child_folder_refuses_a_symlink_out(tmp_path: Path):
     (tmp_path / "root").mkdir()
     (tmp_path / "root" / "link").symlink_to(tmp_path)
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(FedbenchError, match="outside"):
         child_folder(tmp_path / "root", "link")
 
 

@@ -62,7 +62,7 @@ def test_missing_data_and_weights_are_listed_together(tmp_path: Path):
     plan = expand(parse_table_config(data))
     checked = check_plan(plan)
     assert [m.what for m in checked.missing] == ["dataset cifar100", "weights vit_micro"]
-    assert "vit_micro is a tiny test model without pretrained weights" in checked.missing[1].message
+    assert "model vit_micro has no pretrained weights" in checked.missing[1].message
     with pytest.raises(MissingResources) as info:
         require_resources(plan)
     assert len(str(info.value).splitlines()) == 3
@@ -75,7 +75,7 @@ def test_weights_missing_for_present_data(tmp_path: Path):
     checked = check_plan(plan)
     assert checked.datasets == ["digits"]
     assert [m.what for m in checked.missing] == ["weights vit_micro"]
-    assert "without pretrained weights" in checked.missing[0].message
+    assert "has no pretrained weights" in checked.missing[0].message
 
 
 def test_finished_runs_need_no_data(tmp_path: Path):
