@@ -32,6 +32,7 @@ import yaml
 from fedbench.config import parse_run_config, read_yaml, set_path
 from fedbench.engine.run_folder import RunFolder
 from fedbench.errors import FedbenchError
+from fedbench.os_errors import check_writable
 from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ def parse_space(item: str) -> SearchField:
         low, high = (float(p) for p in parts[1:])
     except ValueError:
         raise FedbenchError(f"--space {item!r}: LOW and HIGH must be numbers") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise FedbenchError(f"--space {item!r}: LOW and HIGH must be finite numbers")
     if not low < high or (parts[0] == "log" and low <= 0):
         raise FedbenchError(f"--space {item!r}: need LOW < HIGH (and LOW > 0 for log)")
     return SearchField(key, parts[0], (low, high))
@@ -104,7 +107,13 @@ def parse_space(item: str) -> SearchField:
 def parse_grid(item: str) -> SearchField:
     """`algorithm.lr=1e-4,3e-4,1e-3` -> a grid field (values parsed as YAML)."""
     key, spec = _split(item, "--grid", "KEY=V1,V2,...")
-    values = tuple(yaml.safe_load(v) for v in spec.split(",") if v.strip())
+    try:
+        values = tuple(yaml.safe_load(v) for v in spec.split(",") if v.strip())
+    except yaml.YAMLError:
+        raise FedbenchError(
+            f"--grid {item!r}: a value is not valid YAML; list plain values, e.g. "
+            "--grid algorithm.lr=1e-4,3e-4 (a list value needs no brackets)"
+        ) from None
     if not values:
         raise FedbenchError(f"--grid {item!r} lists no values")
     return SearchField(key, "grid", values)
@@ -206,9 +215,10 @@ def tune(
 ) -> TuneResult:
     """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials."""
     trials = _trial_budget(fields, trials, val_fraction)
-    folder = out / f"{plan.name}-tune"
-    folder.mkdir(parents=True, exist_ok=True)
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
+    _check_space(cells, fields, plan)  # a refused space writes nothing (no study.db)
+    folder = out / f"{plan.name}-tune"
+    check_writable(folder)  # a read-only --out: one line, before SQLite fails without a path
     _open_studies(
         cells,
         fields,
@@ -227,6 +237,15 @@ def tune(
     tuned, rows = _best(cells)
     _write_tuned(folder / TUNED_FILE, plan, fields, tuned, rows, val_fraction, rounds)
     return TuneResult(folder, tuned, rows)
+
+
+def _check_space(cells: list[Cell], fields: list[SearchField], plan: Plan) -> None:
+    """Every cell's config is valid at each end of every range and at every grid value (a field
+    that does not exist, or a value out of its range, is an error before anything is written)."""
+    for cell in cells:
+        for f in fields:
+            for value in f.values:
+                _trial_run(cell, {f.key: int(value) if f.kind == "int" else value}, plan)
 
 
 def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: float) -> int:
