@@ -208,7 +208,7 @@ class Fedbench:
         def limit() -> None:  # a runaway allocation fails instead of swapping the machine
             if memory_gb is not None:
                 size = int(memory_gb * 2**30)
-                resource.setrlimit(resource.RLIMIT_AS, (size, size))
+                resource.setrlimit(resource.RLIMIT_DATA, (size, size))  # heap, not mapped libraries
 
         proc = subprocess.Popen(
             self.command(*args),
