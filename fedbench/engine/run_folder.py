@@ -176,8 +176,11 @@ class RunFolder:
 
         if not self.checkpoint.is_file():
             return None
-        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
-        return int(state["round"])
+        try:
+            state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+            return int(state["round"])
+        except Exception:  # a malformed checkpoint: the rerun sets it aside and restarts
+            return None
 
     def interrupted_line(self, rounds: int, resume: str) -> str:
         """One line after Ctrl-C: the run, the round its checkpoint holds, the resume command."""
