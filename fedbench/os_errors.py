@@ -1,6 +1,6 @@
 """Disk faults a user meets (a full disk, a read-only or unwritable --out) as one line.
 
-The CLI turns an OSError with one of these errno values into `error: <what failed> <where>;
+The CLI turns an OSError with one of these errno values into `error: <what failed>: <where>;
 <what to do>` and exit code 2 instead of a traceback: every writer removes its temp file when a
 write fails, and runs resume from their checkpoints, so rerunning the same command once the cause
 is fixed carries on where it stopped. Other OSErrors are bugs and keep their traceback.
@@ -33,7 +33,7 @@ def disk_error_line(exc: OSError) -> str | None:
         return None
     where = exc.filename if exc.filename is not None else "a file"
     reason = exc.strerror or os.strerror(exc.errno)
-    return f"{reason} ({errno.errorcode[exc.errno]}) writing {where}; {HINTS[exc.errno]}"
+    return f"{reason} ({errno.errorcode[exc.errno]}): {where}; {HINTS[exc.errno]}"
 
 
 def check_writable(folder: Path) -> None:

@@ -15,6 +15,7 @@ import torch
 from fedbench.engine import checkpoint, loop, train
 from fedbench.engine.run_folder import RunFolder
 from fedbench.metrics_log import read_rows, truncate
+from fedbench.os_errors import disk_error_line
 from tests.conftest import TINY, read_metrics, strip_elapsed
 from tests.engine.test_engine import tiny_config
 
@@ -152,3 +153,12 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_leaves_no_temp_file_and_the_run
     assert train(cfg, tmp_path).status == "completed"  # space freed: the rerun resumes
     assert json.loads((run / "attempt.json").read_text())["attempts"] == 2
     assert strip_elapsed(read_metrics(run)) == strip_elapsed(read_metrics(ref_dir))
+
+
+def test_only_disk_faults_become_one_line():
+    line = disk_error_line(OSError(errno.EROFS, "Read-only file system", "/o/runs"))
+    assert line == (
+        "Read-only file system (EROFS): /o/runs; the file system is read-only; "
+        "give a writable folder with --out"
+    )
+    assert disk_error_line(OSError(errno.ENOENT, "No such file", "x")) is None  # a bug: traceback
