@@ -36,11 +36,19 @@ class _HashingWriter:
         self.fh = fh
         self.sha256 = hashlib.sha256()
         self.size = 0
+        #: The OSError of a failed write (a full disk): torch's C++ writer reports it only as a
+        #: RuntimeError about the file position, so save_checkpoint raises this one instead.
+        self.error: OSError | None = None
 
     def write(self, data: bytes) -> int:
+        try:
+            written = self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
         self.sha256.update(data)
         self.size += len(data)
-        return self.fh.write(data)
+        return written
 
     def flush(self) -> None:
         self.fh.flush()
@@ -55,7 +63,12 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     try:
         with open(tmp, "wb") as fh:
             writer = _HashingWriter(fh)
-            torch.save(state, writer)
+            try:
+                torch.save(state, writer)
+            except RuntimeError:
+                if writer.error is not None:
+                    raise writer.error from None
+                raise
             fh.flush()
             os.fsync(fh.fileno())
         # The data first, then its checksum: a crash between the two renames leaves a pair that

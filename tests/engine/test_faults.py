@@ -162,3 +162,37 @@ def test_only_disk_faults_become_one_line():
         "give a writable folder with --out"
     )
     assert disk_error_line(OSError(errno.ENOENT, "No such file", "x")) is None  # a bug: traceback
+
+
+def test_a_disk_that_fills_up_inside_torch_save_raises_the_os_error(tmp_path: Path, monkeypatch):
+    """torch's zip writer turns a failed write into `RuntimeError: unexpected pos`; the checkpoint
+    raises the disk's OSError instead (one line in the CLI) and removes its temp file."""
+
+    class FillingUp:
+        def __init__(self, fh, free: int) -> None:
+            self.fh, self.free = fh, free
+
+        def write(self, data: bytes) -> int:
+            if len(data) > self.free:
+                raise OSError(errno.ENOSPC, "No space left on device", "checkpoint.pt.tmp")
+            self.free -= len(data)
+            return self.fh.write(data)
+
+        def __getattr__(self, name: str):
+            return getattr(self.fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            self.fh.close()
+
+    def filling_up(path, mode):
+        return FillingUp(open(path, mode), 3000)  # FillingUp closes it
+
+    monkeypatch.setattr(checkpoint, "open", filling_up, raising=False)
+    state = {"round": 1, "x": [torch.arange(4096, dtype=torch.float64)]}
+    with pytest.raises(OSError) as caught:
+        checkpoint.save_checkpoint(tmp_path / "checkpoint.pt", state)
+    assert caught.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []
