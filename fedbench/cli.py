@@ -291,7 +291,6 @@ def _sweep(
     plan_file: Path | None = None,
     tuned_file: Path | None = None,
 ) -> None:
-    from fedbench.report import build_report
     from fedbench.runner.sweep import (
         make_plan,
         plan_table_view,
@@ -343,6 +342,7 @@ def _sweep(
             console=console,
             launcher="ray" if launcher == "ray" else "local",
             ray_address=ray_address,
+            report=True,
         )
     except KeyboardInterrupt:
         from fedbench.engine.run_folder import RunFolder
@@ -354,7 +354,8 @@ def _sweep(
             f"and unfinished ones resume from their checkpoints in {out / 'runs'}; resume: "
             + shlex.join(["fedbench", *sys.argv[1:]])
         ) from None
-    report = build_report(result.folder, out / "runs")
+    report = result.report
+    assert report is not None  # run_sweep(report=True) built it while holding the folder
     console.print(report.rich)
     console.print(f"report: {result.folder}", highlight=False, soft_wrap=True)
     if result.problems:
@@ -904,7 +905,8 @@ def _show_algorithm(name: str) -> None:
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2.
 
-    Typer's own usage errors (unknown option, missing argument) also exit with code 2.
+    Typer's own usage errors (unknown option, missing argument) also exit with code 2, and so
+    does a full or read-only disk (one line, fedbench.os_errors).
     """
     try:
         app()
@@ -912,3 +914,11 @@ def main() -> None:
         prefix = "" if isinstance(exc, Interrupted) else "error: "
         err_console.print(f"{prefix}{exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a full or read-only disk: one line (fedbench.os_errors)
+        from fedbench.os_errors import disk_error_line
+
+        line = disk_error_line(exc)
+        if line is None:
+            raise
+        err_console.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(FedbenchError.exit_code)

@@ -199,8 +199,22 @@ class RunConfig(Strict):
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
+    def config_hash(self) -> str:
+        """SHA-256 of everything that can change the results (what run_id abbreviates); a
+        checkpoint records it, so that one copied from another run is never resumed."""
+        return hashlib.sha256(json.dumps(self._results_data(), sort_keys=True).encode()).hexdigest()
+
     def run_id(self) -> str:
         """Readable prefix + a hash of everything that can change the results."""
+        data = self._results_data()
+        digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+        dataset = self.data.name.replace("/", "-")
+        from fedbench.run_name import readable_label
+
+        label = readable_label(self)  # the short settings that differ from the defaults
+        return f"{self.algorithm.name}{label}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+
+    def _results_data(self) -> dict[str, Any]:
         data = self.to_dict()
         runtime = data["runtime"]
         # Settings that change speed or memory but not the results.
@@ -216,12 +230,7 @@ class RunConfig(Strict):
             "cpus_per_run",
         ):
             runtime.pop(key, None)
-        digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
-        dataset = self.data.name.replace("/", "-")
-        from fedbench.run_name import readable_label
-
-        label = readable_label(self)  # the short settings that differ from the defaults
-        return f"{self.algorithm.name}{label}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+        return data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +243,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise FedbenchError(f"config file {path} not found; give the path of a YAML run config")
     try:
-        data = load_yaml(path.read_text())  # fedbench.yaml_safe: safe, bounded
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FedbenchError(
+            f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "save it as UTF-8"
+        ) from None
+    try:
+        data = load_yaml(text)  # fedbench.yaml_safe: safe, bounded
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -179,10 +179,14 @@ def write_partition(
     """partition.json (the content of `describe`) written one client per line, atomically: a
     federation of thousands of clients never holds the whole document in memory."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as fh:
-        fh.write('{"clients": [\n')
-        for c, idx in enumerate(parts):
-            sep = ",\n" if c else ""
-            fh.write(sep + json.dumps(_client_record(c, idx, labels, num_classes)))
-        fh.write("\n]}\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as fh:
+            fh.write('{"clients": [\n')
+            for c, idx in enumerate(parts):
+                sep = ",\n" if c else ""
+                fh.write(sep + json.dumps(_client_record(c, idx, labels, num_classes)))
+            fh.write("\n]}\n")
+        os.replace(tmp, path)
+    except BaseException:  # a full disk: no half-written temp file stays behind
+        tmp.unlink(missing_ok=True)
+        raise

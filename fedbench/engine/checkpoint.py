@@ -3,9 +3,11 @@
 `checkpoint.pt` is written to a temp file and renamed, so a crash never leaves half a file under
 the real name; its SHA-256 (computed while writing, so the tensors are not read twice) goes to
 `checkpoint.json` beside it. A checkpoint whose bytes do not match, whose checksum file is
-missing, or that torch cannot read (a truncated copy, a bit flip, a disk that filled up) is set
-aside as `checkpoint.pt.corrupt` with a warning, and the run restarts from round 0 instead of
-crashing or resuming from garbage.
+missing, that torch cannot read (a truncated copy, a bit flip, a disk that filled up), or whose
+content the engine's check refuses (a malformed state, or one that names another run: a folder
+copied over another) is set aside as `checkpoint.pt.corrupt` with a warning, and the run restarts
+from round 0 instead of crashing, losing rows of metrics.jsonl or resuming from garbage.
+A failed write (a full disk) removes its temp file, so that it does not keep the disk full.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -33,11 +36,19 @@ class _HashingWriter:
         self.fh = fh
         self.sha256 = hashlib.sha256()
         self.size = 0
+        #: The OSError of a failed write (a full disk): torch's C++ writer reports it only as a
+        #: RuntimeError about the file position, so save_checkpoint raises this one instead.
+        self.error: OSError | None = None
 
     def write(self, data: bytes) -> int:
+        try:
+            written = self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
         self.sha256.update(data)
         self.size += len(data)
-        return self.fh.write(data)
+        return written
 
     def flush(self) -> None:
         self.fh.flush()
@@ -49,14 +60,23 @@ def checksum_path(path: Path) -> Path:
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        writer = _HashingWriter(fh)
-        torch.save(state, writer)
-        fh.flush()
-        os.fsync(fh.fileno())
-    # The data first, then its checksum: a crash between the two renames leaves a pair that does
-    # not match, which loads as "corrupt" (a restart), never as a wrong resume.
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            writer = _HashingWriter(fh)
+            try:
+                torch.save(state, writer)
+            except RuntimeError:
+                if writer.error is not None:
+                    raise writer.error from None
+                raise
+            fh.flush()
+            os.fsync(fh.fileno())
+        # The data first, then its checksum: a crash between the two renames leaves a pair that
+        # does not match, which loads as "corrupt" (a restart), never as a wrong resume.
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     write_json_atomic(
         checksum_path(path),
         {"sha256": writer.sha256.hexdigest(), "bytes": writer.size, "round": state.get("round")},
@@ -77,8 +97,10 @@ def _problem(path: Path) -> str | None:
         expected = json.loads(checksum_path(path).read_text())
     except FileNotFoundError:
         return f"its checksum file {checksum_path(path).name} is missing"
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, UnicodeDecodeError):
         return f"its checksum file {checksum_path(path).name} is unreadable"
+    if not isinstance(expected, dict):
+        return f"its checksum file {checksum_path(path).name} holds no checksum record"
     size = path.stat().st_size
     if size != expected.get("bytes"):
         return f"it has {size} bytes where {expected.get('bytes')} were written"
@@ -87,16 +109,26 @@ def _problem(path: Path) -> str | None:
     return None
 
 
-def load_checkpoint(path: Path, device: torch.device) -> dict[str, Any] | None:
-    """The checkpoint's state, or None when there is none or it is corrupt (then with a warning)."""
+def load_checkpoint(
+    path: Path, device: torch.device, check: Callable[[Any], str | None] | None = None
+) -> dict[str, Any] | None:
+    """The checkpoint's state, or None when there is none or it is corrupt (then with a warning).
+
+    `check(state)` says what is wrong with a state that loaded (None: nothing); it runs before
+    the caller touches anything, so a refused checkpoint costs a restart, never data.
+    """
     if not path.is_file():
         return None
     problem = _problem(path)
     if problem is None:
         try:
-            return torch.load(path, map_location=device, weights_only=True)
+            state = torch.load(path, map_location=device, weights_only=True)
         except Exception as exc:  # a matching checksum over bytes torch cannot read
             problem = f"torch cannot read it ({type(exc).__name__}: {exc})"
+        else:
+            problem = check(state) if check is not None else None
+            if problem is None:
+                return state
     aside = path.with_name(path.name + ".corrupt")
     os.replace(path, aside)
     checksum_path(path).unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from fedbench.engine.accelerate import (
 )
 from fedbench.engine.aggregation import RoundResults, finish_round
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
+from fedbench.engine.checkpoint_state import checkpoint_problem
 from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
@@ -121,26 +122,43 @@ class Engine:
                 "metrics_rows": self.metrics_rows,
                 "elapsed_s": elapsed,
                 "torch_rng": torch.get_rng_state(),
+                "run_id": self.folder.path.name,
+                "config_hash": self.cfg.config_hash(),
             },
         )
 
     def _resume(self) -> int:
-        ckpt = load_checkpoint(self.folder.checkpoint, self.setup.device)
+        ckpt = load_checkpoint(self.folder.checkpoint, self.setup.device, self._checkpoint_problem)
         if ckpt is None:
             self.folder.metrics.write_text("")
             return 0
+        clients = {int(k): to_device(v, self.state_device) for k, v in ckpt["clients"].items()}
         self.x = ckpt["x"]
         self.global_buffers = ckpt["buffers"]
         self.server = ckpt["server"]
-        self.client_states = {
-            int(k): to_device(v, self.state_device) for k, v in ckpt["clients"].items()
-        }
+        self.client_states = clients
         self.metrics_rows = ckpt["metrics_rows"]
         self.elapsed_before = ckpt["elapsed_s"]
         torch.set_rng_state(ckpt["torch_rng"])
         # Rows written after the checkpoint are recomputed, so the file matches an uninterrupted run.
         self.folder.truncate_metrics(self.metrics_rows)
         return int(ckpt["round"])
+
+    def _checkpoint_problem(self, ckpt: Any) -> str | None:
+        """What makes a loaded checkpoint unusable for this run (None: nothing): checked before
+        anything is restored or truncated. A checkpoint of another run (its folder copied over
+        this one) is refused like a corrupt one."""
+        owner = self.folder.path.name, self.cfg.config_hash()
+        return checkpoint_problem(
+            ckpt,
+            owner=owner,
+            rounds=self.cfg.fl.rounds,
+            num_clients=self.setup.num_clients,
+            x=self.x,
+            buffers=self.global_buffers,
+            server=self.server,
+            metrics_rows=len(self.folder.read_metrics()),
+        )
 
     # --- evaluation -----------------------------------------------------------------------------
     def _evaluate(self, rounds_done: int, lr: float, elapsed: float) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +88,9 @@ def _train_locked(
             "status": "failed",
             "error": f"{type(exc).__name__}: {exc}",
         }
-        folder.write_summary(summary)
+        # A full disk may refuse this write too: the original error is the one to report.
+        with contextlib.suppress(OSError):
+            folder.write_summary(summary)
         raise
     finally:
         for logger in folder.loggers:

@@ -29,6 +29,7 @@ import yaml
 from fedbench.config import RunConfig
 from fedbench.engine.loggers import MetricLogger
 from fedbench.errors import FedbenchError
+from fedbench.metrics_log import read_rows, truncate
 from fedbench.yaml_safe import load_yaml
 
 #: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
@@ -57,8 +58,18 @@ def write_json_atomic(path: Path, data: Any) -> None:
     other's half-written temp file into place.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_atomic(tmp, path, json.dumps(data, indent=2) + "\n")
+
+
+def write_atomic(tmp: Path, path: Path, text: str) -> None:
+    """Write `text` to `tmp`, then rename it to `path`; a failed write (a full or read-only
+    disk) removes `tmp` and raises: no half-written temp file is left behind."""
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def safe_name(label: str) -> str:
@@ -126,8 +137,7 @@ class RunFolder:
         self.path.mkdir(parents=True, exist_ok=True)
         header = f"# data read from: {data_source}\n" if data_source else ""
         tmp = self.config.with_name(f".{self.config.name}.{os.getpid()}.tmp")
-        tmp.write_text(header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
-        os.replace(tmp, self.config)
+        write_atomic(tmp, self.config, header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     def data_source(self) -> str | None:
         """The data location recorded in config.yaml's header (None if absent)."""
@@ -138,14 +148,14 @@ class RunFolder:
         return first[len(prefix) :] if first.startswith(prefix) else None
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        if not self.metrics.is_file():
-            return []
-        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]
+        """The complete rows of metrics.jsonl (a torn last line, left by a process that died
+        mid-write, is not one: fedbench.metrics_log)."""
+        return read_rows(self.metrics)
 
     def truncate_metrics(self, lines: int) -> None:
-        """Keep the first `lines` rows (those the checkpoint knows about)."""
-        kept = self.read_metrics()[:lines]
-        self.metrics.write_text("".join(json.dumps(row) + "\n" for row in kept))
+        """Keep the first `lines` rows (those the checkpoint knows about), and drop a torn line."""
+        if self.metrics.is_file():
+            truncate(self.metrics, lines)
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         with open(self.metrics, "a") as fh:
@@ -174,8 +184,11 @@ class RunFolder:
 
         if not self.checkpoint.is_file():
             return None
-        state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
-        return int(state["round"])
+        try:
+            state = torch.load(self.checkpoint, map_location="cpu", weights_only=True)
+            return int(state["round"])
+        except Exception:  # a malformed checkpoint: the rerun sets it aside and restarts
+            return None
 
     def interrupted_line(self, rounds: int, resume: str) -> str:
         """One line after Ctrl-C: the run, the round its checkpoint holds, the resume command."""

@@ -13,6 +13,7 @@ import pandas as pd
 
 from fedbench.engine.run_folder import child_folder
 from fedbench.errors import FedbenchError
+from fedbench.metrics_log import read_rows
 from fedbench.runner.table_config import (
     DIAGNOSTIC_METRICS,
     METRICS,
@@ -46,12 +47,6 @@ def read_plan(folder: Path) -> dict[str, Any]:
 
 def plan_table(plan: dict[str, Any]) -> TableConfig:
     return parse_table_config(plan["table"], "plan.json")
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def statistic(rows: list[dict[str, Any]], metric: str, how: str, last_k: int) -> float:
@@ -124,7 +119,7 @@ def collect(
             # rounds_to_target: "not reached in R rounds" needs R.
             "rounds": (summary or {}).get("rounds"),
         }
-        rows = _read_jsonl(run_dir / "metrics.jsonl") if summary else []
+        rows = read_rows(run_dir / "metrics.jsonl") if summary else []
         for metric in table.metrics:
             if metric in ("test_acc", "train_loss", "test_loss"):
                 record[metric] = statistic(rows, metric, table.report, table.last_k)

@@ -16,6 +16,7 @@ import pandas as pd
 
 from fedbench.config import parse_override, read_yaml
 from fedbench.errors import FedbenchError
+from fedbench.metrics_log import read_rows
 from fedbench.report.ran import flatten
 
 #: Config fields that never tell runs apart in a listing (where data lives, devices, threads).
@@ -156,11 +157,8 @@ def as_text(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 def _last_row(folder: Path) -> dict[str, Any]:
     """The last evaluation of a run (a run still going has no summary.json yet)."""
-    path = folder / "metrics.jsonl"
-    if not path.is_file():
-        return {}
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    return json.loads(lines[-1]) if lines else {}
+    rows = read_rows(folder / "metrics.jsonl")
+    return rows[-1] if rows else {}
 
 
 def read_curves(runs: list[str], runs_root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
@@ -184,6 +182,5 @@ def read_curves(runs: list[str], runs_root: Path) -> tuple[dict[str, pd.DataFram
         name = label(flatten(config), keys) or folder.name
         if name in series:
             name = f"{name} ({folder.name})"
-        lines = (folder / "metrics.jsonl").read_text().splitlines()
-        series[name] = pd.DataFrame.from_records([json.loads(x) for x in lines if x.strip()])
+        series[name] = pd.DataFrame.from_records(read_rows(folder / "metrics.jsonl"))
     return series, keys

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -14,7 +15,11 @@ from fedbench.engine.run_folder import child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.preflight import require_resources
+from fedbench.runner.report_folder import claim_report_folder, plan_fingerprint
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
+
+if TYPE_CHECKING:
+    from fedbench.report import Report
 
 PLAN_FILE = "plan.json"
 
@@ -24,6 +29,7 @@ class SweepResult:
     plan: Plan
     folder: Path
     outcomes: dict[str, Outcome] = field(default_factory=dict)
+    report: Report | None = None  # with run_sweep(report=True)
 
     @property
     def problems(self) -> list[tuple[str, Outcome]]:
@@ -122,7 +128,8 @@ def write_json_plan(plan: Plan, path: Path) -> None:
 def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     previous = {}
-    if (folder / PLAN_FILE).is_file():
+    # None yet, or one torn by a full disk: then statuses start from this sweep's outcomes.
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         previous = {r["run_id"]: r for r in json.loads((folder / PLAN_FILE).read_text())["runs"]}
     runs = []
     for run in plan.runs:
@@ -149,6 +156,7 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
             "preset": plan.preset,
             "overrides": plan.overrides,
             "tuned": plan.tuned,
+            "fingerprint": plan_fingerprint(plan),
             "runs": runs,
         },
     )
@@ -162,17 +170,31 @@ def run_sweep(
     console: Console | None = None,
     launcher: Literal["local", "ray"] = "local",
     ray_address: str | None = None,
+    report: bool = False,
 ) -> SweepResult:
-    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/.
-    A dataset or pretrained weights missing for an unfinished run stop it first (exit code 2)."""
+    """Run every planned run into OUT/runs/ and record the outcomes in OUT/<table>[-<preset>]/
+    (or, while a sweep of another plan holds that folder, OUT/<table>[-<preset>]-<fingerprint>/:
+    fedbench.runner.report_folder); with `report`, also build the report there (`result.report`)
+    before letting the folder go. A dataset or pretrained weights missing for an unfinished run
+    stop it first (exit code 2)."""
     require_resources(plan, out)
     folder = child_folder(out, plan.name)
-    write_plan(plan, folder)
-    if launcher == "ray":
-        from fedbench.runner.ray_launcher import launch_ray
 
-        outcomes = launch_ray(plan, out, address=ray_address, console=console)
-    else:
-        outcomes = launch(plan, out, workers=workers, console=console)
-    write_plan(plan, folder, outcomes)
-    return SweepResult(plan, folder, outcomes)
+    def say(line: str) -> None:
+        if console is not None:
+            console.print(line, highlight=False, soft_wrap=True, markup=False)
+
+    with claim_report_folder(folder, plan, lambda claimed: write_plan(plan, claimed), say) as held:
+        if launcher == "ray":
+            from fedbench.runner.ray_launcher import launch_ray
+
+            outcomes = launch_ray(plan, out, address=ray_address, console=console)
+        else:
+            outcomes = launch(plan, out, workers=workers, console=console)
+        write_plan(plan, held, outcomes)
+        result = SweepResult(plan, held, outcomes)
+        if report:
+            from fedbench.report import build_report
+
+            result.report = build_report(held, out / "runs")
+    return result

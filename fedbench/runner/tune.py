@@ -32,6 +32,7 @@ import yaml
 from fedbench.config import parse_run_config, read_yaml, set_path
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
+from fedbench.os_errors import check_writable
 from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
 from fedbench.yaml_safe import load_yaml
 
@@ -97,6 +98,8 @@ def parse_space(item: str) -> SearchField:
         low, high = (float(p) for p in parts[1:])
     except ValueError:
         raise FedbenchError(f"--space {item!r}: LOW and HIGH must be numbers") from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise FedbenchError(f"--space {item!r}: LOW and HIGH must be finite numbers")
     if not low < high or (parts[0] == "log" and low <= 0):
         raise FedbenchError(f"--space {item!r}: need LOW < HIGH (and LOW > 0 for log)")
     return SearchField(key, parts[0], (low, high))
@@ -109,7 +112,8 @@ def parse_grid(item: str) -> SearchField:
         values = tuple(load_yaml(v) for v in spec.split(",") if v.strip())
     except yaml.YAMLError:
         raise FedbenchError(
-            f"--grid {item!r}: a value is not valid YAML; list plain values, e.g. KEY=0.1,0.3"
+            f"--grid {item!r}: a value is not valid YAML; list plain values, e.g. "
+            "--grid algorithm.lr=1e-4,3e-4 (a list value needs no brackets)"
         ) from None
     if not values:
         raise FedbenchError(f"--grid {item!r} lists no values")
@@ -212,9 +216,10 @@ def tune(
 ) -> TuneResult:
     """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials."""
     trials = _trial_budget(fields, trials, val_fraction)
-    folder = child_folder(out, f"{plan.name}-tune")  # inside OUT whatever the table is named
-    folder.mkdir(parents=True, exist_ok=True)
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
+    _check_space(cells, fields, plan)  # a refused space writes nothing (no study.db)
+    folder = child_folder(out, f"{plan.name}-tune")  # inside OUT whatever the table is named
+    check_writable(folder)  # a read-only --out: one line, before SQLite fails without a path
     _open_studies(
         cells,
         fields,
@@ -233,6 +238,15 @@ def tune(
     tuned, rows = _best(cells)
     _write_tuned(folder / TUNED_FILE, plan, fields, tuned, rows, val_fraction, rounds)
     return TuneResult(folder, tuned, rows)
+
+
+def _check_space(cells: list[Cell], fields: list[SearchField], plan: Plan) -> None:
+    """Every cell's config is valid at each end of every range and at every grid value (a field
+    that does not exist, or a value out of its range, is an error before anything is written)."""
+    for cell in cells:
+        for f in fields:
+            for value in f.values:
+                _trial_run(cell, {f.key: int(value) if f.kind == "int" else value}, plan)
 
 
 def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: float) -> int:

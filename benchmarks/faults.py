@@ -1,0 +1,1087 @@
+"""Fault script: fedbench as an adversarial user and an unlucky machine would treat it.
+
+Every case runs the real command line (`python -m fedbench ...`, this checkout first on the path)
+in temporary folders and checks what the user would see:
+
+- kills: SIGKILLs of a whole sweep (its process group) at seeded random moments, then a rerun to
+  completion; the report must be byte-identical to an undisturbed sweep's.
+- corruptions: a run killed right after its round-3 checkpoint, then its checkpoint, checksum
+  file or metrics.jsonl damaged in one way each; the rerun must exit 0 with the metrics of an
+  undisturbed run.
+- bad inputs: malformed or hostile configs and flags, read-only and full disks (simulated by a
+  `sitecustomize` that makes writes under one folder fail with EROFS or ENOSPC); each must end in
+  exit code 2 and one line on stderr, no traceback, no temp file left, nothing written for a
+  refused command, and (for the disk faults) a run that resumes to the undisturbed result.
+- payloads: YAML python tags and pickles where fedbench reads YAML, checkpoints and arrays; each
+  payload would create a marker file if it ran.
+- paths: table and figure names that point outside --out; any file created outside --out counts.
+- concurrency: two identical sweeps into one --out train each run once; two different sweeps
+  sharing runs never report each other's plan.
+
+Run: python benchmarks/faults.py [--only kills,corruptions,...] [--kills 4] [--keep]
+It prints one line per case and the counts; exit code 0 when every case held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: A run config of a few seconds: digits data, a linear model, checkpoints every round.
+RUN_CONFIG = {
+    "seed": 0,
+    "data": {"name": "digits", "augment": False},
+    "partition": {"kind": "dirichlet", "alpha": 0.6, "clients": 6},
+    "model": {"name": "logreg"},
+    "fl": {"rounds": 6, "participation": 0.5, "local_steps": 3, "batch_size": 16},
+    "algorithm": {"name": "fedadamw", "lr": 1.0e-2, "grad_clip": 10.0},
+    "eval": {"every": 1, "train_subset": 200},
+    "runtime": {"checkpoint_every": 1, "device": "cpu"},
+}
+
+
+def table_config(name: str = "tiny", rounds: int = 6) -> dict:
+    """A two-row, two-seed table of RUN_CONFIG-sized runs."""
+    base = json.loads(json.dumps(RUN_CONFIG))
+    base.pop("seed")
+    base["fl"]["rounds"] = rounds
+    return {
+        "table": name,
+        "title": "fault-script table",
+        "base": base,
+        "grid": {"partition.alpha": [0.6]},
+        "methods": {
+            "FedAvg": {"algorithm": {"name": "fedavg", "lr": 0.1, "weight_decay": 1.0e-3}},
+            "FedAdamW": {"algorithm": {"name": "fedadamw", "alpha": 0.5}},
+        },
+        "seeds": [0, 1],
+        "metrics": ["test_acc", "train_loss"],
+        "presets": {"quick": {"fl.rounds": 2}},
+    }
+
+
+# --- running fedbench --------------------------------------------------------------------------
+
+INJECT = '''
+"""Fault injection for benchmarks/faults.py: writes under FEDBENCH_FAULT_DIR fail."""
+import builtins, errno, io, os, sqlite3
+
+_DIR = os.environ.get("FEDBENCH_FAULT_DIR")
+if _DIR:
+    _ROOT = os.path.realpath(_DIR)
+    _KIND = os.environ.get("FEDBENCH_FAULT_KIND", "enospc")  # enospc | rofs
+    _MATCH = os.environ.get("FEDBENCH_FAULT_MATCH", "")
+    _BUDGET = [int(os.environ.get("FEDBENCH_FAULT_BYTES", "0"))]
+    _CODE = errno.EROFS if _KIND == "rofs" else errno.ENOSPC
+
+    def _hit(path):
+        if isinstance(path, int):
+            return False
+        try:
+            real = os.path.realpath(os.fspath(path))
+        except TypeError:
+            return False
+        inside = real == _ROOT or real.startswith(_ROOT + os.sep)
+        return inside and _MATCH in real
+
+    def _fail(path):
+        raise OSError(_CODE, os.strerror(_CODE), os.fspath(path))
+
+    class _Full:
+        """A file on a disk with _BUDGET bytes free (for every file of this process)."""
+
+        def __init__(self, fh, path):
+            self._fh, self._path = fh, path
+
+        def write(self, data):
+            if len(data) > _BUDGET[0]:
+                _fail(self._path)
+            _BUDGET[0] -= len(data)
+            return self._fh.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self._fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self._fh.__exit__(*exc)
+
+    _open = io.open
+
+    def _patched_open(file, mode="r", *args, **kwargs):
+        if any(c in mode for c in "wax+") and _hit(file):
+            if _KIND == "rofs":
+                _fail(file)
+            return _Full(_open(file, mode, *args, **kwargs), file)
+        return _open(file, mode, *args, **kwargs)
+
+    builtins.open = io.open = _patched_open
+
+    if _KIND == "rofs":
+        _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+        def _guard(real, *which):
+            def wrapper(*args, **kwargs):
+                if any(_hit(args[i]) for i in which if i < len(args)):
+                    _fail(args[which[0]])
+                return real(*args, **kwargs)
+            return wrapper
+
+        _os_open = os.open
+
+        def _patched_os_open(path, flags, *args, **kwargs):
+            if flags & _WRITE and _hit(path):
+                _fail(path)
+            return _os_open(path, flags, *args, **kwargs)
+
+        os.open = _patched_os_open
+        for _name, _which in (("mkdir", (0,)), ("replace", (0, 1)), ("rename", (0, 1)),
+                              ("unlink", (0,)), ("remove", (0,)), ("rmdir", (0,))):
+            setattr(os, _name, _guard(getattr(os, _name), *_which))
+        _connect = sqlite3.connect
+
+        def _patched_connect(database, *args, **kwargs):
+            if _hit(database):
+                raise sqlite3.OperationalError("attempt to write a readonly database")
+            return _connect(database, *args, **kwargs)
+
+        sqlite3.connect = sqlite3.dbapi2.connect = _patched_connect
+'''
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+    timed_out: bool = False
+
+
+class Fedbench:
+    """Runs `python -m fedbench` with this checkout first on the path."""
+
+    def __init__(self, root: Path, work: Path) -> None:
+        self.root = root
+        self.inject = work / "inject"
+        self.inject.mkdir(parents=True, exist_ok=True)
+        (self.inject / "sitecustomize.py").write_text(INJECT)
+
+    def env(self, fault: dict[str, str] | None = None) -> dict[str, str]:
+        paths = [str(self.root)] + ([str(self.inject)] if fault else [])
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FEDBENCH_FAULT")}
+        env["PYTHONPATH"] = os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])
+        env["COLUMNS"] = "200"
+        env.update(fault or {})
+        return env
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "fedbench", *args]
+
+    def __call__(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        fault: dict[str, str] | None = None,
+        timeout: float = 600,
+        memory_gb: float | None = None,
+    ) -> Result:
+        def limit() -> None:  # a runaway allocation fails instead of swapping the machine
+            if memory_gb is not None:
+                size = int(memory_gb * 2**30)
+                resource.setrlimit(resource.RLIMIT_DATA, (size, size))  # heap, not mapped libraries
+
+        proc = subprocess.Popen(
+            self.command(*args),
+            cwd=cwd,
+            env=self.env(fault),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+            preexec_fn=limit,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            return Result(proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return Result(proc.returncode, out, err, timed_out=True)
+
+
+def one_clean_line(res: Result) -> str | None:
+    """None when `res` is exit code 2 with one line on stderr and no traceback; else why not."""
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    if res.timed_out:
+        return "timed out"
+    if "Traceback" in res.err or "Traceback" in res.out:
+        return f"traceback ({len(lines)} lines): {lines[-1] if lines else ''}"
+    if res.code != 2:
+        return f"exit code {res.code}: {(lines or [''])[-1][:160]}"
+    if len(lines) != 1:
+        return f"{len(lines)} lines on stderr"
+    return None
+
+
+def tmp_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.name.endswith(".tmp"))
+
+
+def metrics_rows(run_dir: Path) -> list[dict]:
+    rows = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        row.pop("elapsed_s", None)
+        rows.append(row)
+    return rows
+
+
+def run_dirs(out: Path) -> list[Path]:
+    runs = out / "runs"
+    return sorted(p for p in runs.iterdir() if p.is_dir()) if runs.is_dir() else []
+
+
+def write_yaml(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- the tally ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    counts: dict[str, list[int]] = field(default_factory=dict)  # category -> [held, tried]
+    failures: list[str] = field(default_factory=list)
+
+    def record(self, category: str, case: str, problem: str | None) -> None:
+        held, tried = self.counts.setdefault(category, [0, 0])
+        self.counts[category] = [held + (problem is None), tried + 1]
+        mark = "ok  " if problem is None else "FAIL"
+        print(f"  {mark} {category}: {case}" + (f": {problem}" if problem else ""), flush=True)
+        if problem is not None:
+            self.failures.append(f"{category}: {case}: {problem}")
+
+
+class Context:
+    def __init__(self, root: Path, work: Path, kills: int) -> None:
+        self.work = work
+        self.fb = Fedbench(root, work)
+        self.tally = Tally()
+        self.kills = kills
+        self.run_yaml = write_yaml(work / "run.yaml", RUN_CONFIG)
+        self.table_yaml = write_yaml(work / "tiny.yaml", table_config())
+        self._reference: Path | None = None
+
+    def folder(self, name: str) -> Path:
+        path = self.work / name
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def reference(self) -> Path:
+        """An undisturbed run of RUN_CONFIG (its run folder)."""
+        if self._reference is None:
+            out = self.folder("reference")
+            res = self.fb("train", str(self.run_yaml), "--out", str(out))
+            if res.code != 0:
+                raise SystemExit(f"the reference run failed: {res.err[-2000:]}")
+            self._reference = run_dirs(out)[0]
+        return self._reference
+
+    def matches_reference(self, out: Path) -> str | None:
+        dirs = run_dirs(out)
+        if len(dirs) != 1:
+            return f"{len(dirs)} run folders"
+        ref = self.reference()
+        if metrics_rows(dirs[0]) != metrics_rows(ref):
+            return "metrics.jsonl differs from an undisturbed run"
+        summary = json.loads((dirs[0] / "summary.json").read_text())
+        if summary.get("status") != "completed":
+            return f"status {summary.get('status')}"
+        if summary["final"] != json.loads((ref / "summary.json").read_text())["final"]:
+            return "final metrics differ from an undisturbed run"
+        return None
+
+
+# --- kills -------------------------------------------------------------------------------------
+
+REPORT_FILES = ("summary.csv", "table.md", "table.tex")
+
+
+def report_bytes(folder: Path) -> dict[str, str]:
+    return {name: sha256(folder / name) for name in REPORT_FILES if (folder / name).is_file()}
+
+
+def case_kills(ctx: Context) -> None:
+    """SIGKILL a whole two-worker sweep at random moments, rerun it to the end: same report."""
+    fb, table = ctx.fb, str(ctx.table_yaml)
+    ref = ctx.folder("kills-ref")
+    fb("run", table, "--out", str(ref), "--workers", "2")  # threads per run change the floats
+    expected = report_bytes(ref / "tiny")
+    out = ctx.folder("kills")
+    rng = random.Random(0)
+    for i in range(ctx.kills):
+        proc = subprocess.Popen(
+            fb.command("run", table, "--out", str(out), "--workers", "2"),
+            env=fb.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(rng.uniform(1.0, 6.0))
+        finished = proc.poll() is not None
+        if not finished:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        res = fb("run", table, "--out", str(out), "--workers", "2")
+        got = report_bytes(out / "tiny")
+        problem = None
+        if res.code != 0:
+            problem = f"the rerun exited {res.code}: {res.err.strip()[-200:]}"
+        elif got != expected or len(got) != len(REPORT_FILES):
+            problem = "report differs from an undisturbed sweep's"
+        ctx.tally.record(
+            "kills", f"kill {i + 1}" + (" (sweep had ended)" if finished else ""), problem
+        )
+        shutil.rmtree(out / "runs")  # the next kill starts from scratch
+
+
+# --- corruptions -------------------------------------------------------------------------------
+
+
+def killed_run(ctx: Context, name: str, seed: int = 0) -> Path:
+    """An output folder whose run died (SIGKILL) right after writing its round-3 checkpoint."""
+    out = ctx.folder(name)
+    cfg = write_yaml(ctx.work / f"seed{seed}.yaml", {**RUN_CONFIG, "seed": seed})
+    driver = textwrap.dedent(
+        f"""
+        import os, signal, sys
+        from fedbench.engine import loop
+        real = loop.save_checkpoint
+        def save_then_die(path, state):
+            real(path, state)
+            if state["round"] == 3:
+                os.kill(os.getpid(), signal.SIGKILL)
+        loop.save_checkpoint = save_then_die
+        sys.argv = ["fedbench", "train", {str(cfg)!r}, "--out", {str(out)!r}]
+        from fedbench.cli import main
+        main()
+        """
+    )
+    subprocess.run([sys.executable, "-c", driver], env=ctx.fb.env(), capture_output=True)
+    run = run_dirs(out)[0]
+    if not (run / "checkpoint.pt").is_file():
+        raise SystemExit(f"could not make a killed run in {out}")
+    return out
+
+
+def rewrite_checkpoint(run: Path, change: Callable[[object], object]) -> None:
+    """Load checkpoint.pt, change it, save it back with a matching checksum file."""
+    import torch
+
+    state = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=True)
+    torch.save(change(state), run / "checkpoint.pt")
+    checksum(run)
+
+
+def checksum(run: Path) -> None:
+    data = (run / "checkpoint.pt").read_bytes()
+    record = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "round": 3}
+    (run / "checkpoint.json").write_text(json.dumps(record))
+
+
+def _truncate(run: Path) -> None:
+    p = run / "checkpoint.pt"
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+def _flip(run: Path) -> None:
+    p = run / "checkpoint.pt"
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    p.write_bytes(bytes(data))
+
+
+def _without(key: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        rewrite_checkpoint(run, lambda s: {k: v for k, v in s.items() if k != key})
+
+    return damage
+
+
+def _set(key: str, value: object) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        rewrite_checkpoint(run, lambda s: {**s, key: value})
+
+    return damage
+
+
+def _wrong_shapes(run: Path) -> None:
+    import torch
+
+    rewrite_checkpoint(run, lambda s: {**s, "x": [torch.zeros(3) for _ in s["x"]]})
+
+
+def _a_list(run: Path) -> None:
+    rewrite_checkpoint(run, lambda s: list(s["x"]))
+
+
+def _empty_checkpoint(run: Path) -> None:
+    (run / "checkpoint.pt").write_bytes(b"")
+    checksum(run)
+
+
+def _checksum_text(text: str) -> Callable[[Path], None]:
+    def damage(run: Path) -> None:
+        (run / "checkpoint.json").write_text(text)
+
+    return damage
+
+
+def _torn_metrics(run: Path) -> None:
+    with open(run / "metrics.jsonl", "a") as fh:
+        fh.write('{"round": 4, "test_acc": 0.4')
+
+
+def _torn_metrics_no_checkpoint(run: Path) -> None:
+    _torn_metrics(run)
+    (run / "checkpoint.pt").unlink()
+    (run / "checkpoint.json").unlink()
+
+
+def _binary_metrics_tail(run: Path) -> None:
+    with open(run / "metrics.jsonl", "ab") as fh:
+        fh.write(b"\x00\xff\xfe garbage")
+
+
+def _stale_tmp(run: Path) -> None:
+    (run / "checkpoint.pt.tmp").write_bytes(b"half a checkpoint")
+
+
+def _torn_json_files(run: Path) -> None:
+    (run / "attempt.json").write_text('{"attempts": ')
+    (run / "summary.json").write_text('{"status": "comp')
+
+
+def case_corruptions(ctx: Context) -> None:
+    """Each damage to a killed run's folder: the rerun recovers the undisturbed result."""
+    base = killed_run(ctx, "killed-base")
+    other = run_dirs(killed_run(ctx, "killed-other", seed=1))[0]
+
+    def _foreign(run: Path) -> None:  # both files of a run with another seed (same shapes)
+        shutil.copy(other / "checkpoint.pt", run / "checkpoint.pt")
+        shutil.copy(other / "checkpoint.json", run / "checkpoint.json")
+
+    damages: dict[str, Callable[[Path], None]] = {
+        "checkpoint.pt truncated": _truncate,
+        "a byte of checkpoint.pt flipped": _flip,
+        "checkpoint.json missing": lambda run: (run / "checkpoint.json").unlink(),
+        "checkpoint.json not JSON": _checksum_text("{not json"),
+        "checkpoint.json holding a list": _checksum_text("[1, 2, 3]"),
+        "checkpoint.json empty": _checksum_text(""),
+        "checkpoint.pt empty, checksummed": _empty_checkpoint,
+        "checksummed dict without x": _without("x"),
+        "checksummed dict without round": _without("round"),
+        "checksummed list instead of a dict": _a_list,
+        "checksummed dict, x of the wrong shapes": _wrong_shapes,
+        "checksummed dict, round a string": _set("round", "three"),
+        "checksummed dict, metrics_rows past metrics.jsonl": _set("metrics_rows", 99),
+        "checksummed dict, torch_rng not a generator state": _set("torch_rng", [1, 2]),
+        "checkpoint copied from another run": _foreign,
+        "torn last line in metrics.jsonl": _torn_metrics,
+        "torn last line, no checkpoint": _torn_metrics_no_checkpoint,
+        "binary garbage after the last line": _binary_metrics_tail,
+        "stale checkpoint.pt.tmp": _stale_tmp,
+        "torn attempt.json and summary.json": _torn_json_files,
+    }
+    for case, damage in damages.items():
+        out = ctx.work / "corrupt"
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(base, out)
+        run = run_dirs(out)[0]
+        damage(run)
+        before = sha256(run / "metrics.jsonl")
+        res = ctx.fb("train", str(ctx.run_yaml), "--out", str(out))
+        problem = None
+        if res.code != 0 or "Traceback" in res.err:
+            tail = res.err.strip().splitlines()[-1:] or [""]
+            problem = f"exit {res.code}: {tail[0][:200]}"
+            if (run / "metrics.jsonl").is_file() and sha256(run / "metrics.jsonl") != before:
+                problem += "; metrics.jsonl was changed by the failed attempt"
+        else:
+            problem = ctx.matches_reference(out)
+        if problem is None and (left := tmp_files(out)):
+            problem = f"left {', '.join(p.name for p in left)}"
+        ctx.tally.record("corruptions", case, problem)
+
+    # Readers of a folder with a torn metrics line (a run that died mid-write).
+    out = ctx.work / "torn-readers"
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(base, out)
+    run = run_dirs(out)[0]
+    _torn_metrics(run)
+    for args in (
+        ("runs", str(out)),
+        ("plot", str(run), "--out", str(ctx.work / "torn.png")),
+    ):
+        res = ctx.fb(*args)
+        bad = res.code != 0 or "Traceback" in res.err
+        ctx.tally.record(
+            "corruptions",
+            f"`fedbench {args[0]}` of a run with a torn metrics line",
+            f"exit {res.code}: {res.err.strip()[-200:]}" if bad else None,
+        )
+    table = ctx.folder("torn-report")
+    ctx.fb("run", str(ctx.table_yaml), "--out", str(table), "--preset", "quick", "--workers", "1")
+    for run in run_dirs(table):
+        _torn_metrics(run)
+    res = ctx.fb("report", str(table / "tiny-quick"))
+    bad = res.code != 0 or "Traceback" in res.err
+    ctx.tally.record(
+        "corruptions",
+        "`fedbench report` over runs with torn metrics lines",
+        f"exit {res.code}: {res.err.strip()[-200:]}" if bad else None,
+    )
+
+
+# --- bad inputs and I/O faults -----------------------------------------------------------------
+
+
+def check_clean(
+    ctx: Context,
+    case: str,
+    args: tuple[str, ...],
+    *,
+    out: Path | None = None,
+    absent: tuple[Path, ...] = (),
+    timeout: float = 120,
+    memory_gb: float | None = 4,
+    fault: dict[str, str] | None = None,
+    ok_if_running: bool = False,
+) -> Result:
+    """Record whether `fedbench ARGS` ends in one clean line (exit 2), leaves no temp file
+    under `out` and writes none of `absent`."""
+    res = ctx.fb(*args, timeout=timeout, memory_gb=memory_gb, fault=fault)
+    if ok_if_running and res.timed_out and "Traceback" not in res.err:
+        problem = None  # still running within its memory limit: a long run, not a blow-up
+    else:
+        problem = one_clean_line(res)
+    if problem is None and out is not None and (left := tmp_files(out)):
+        problem = f"left {len(left)} temp file(s): {left[0].name}"
+    if problem is None and (written := [p for p in absent if p.exists()]):
+        problem = f"wrote {written[0]}"
+    ctx.tally.record("bad inputs", case, problem)
+    return res
+
+
+def case_bad_inputs(ctx: Context) -> None:
+    w = ctx.work
+    out = ctx.folder("bad")
+
+    # Config text.
+    binary = w / "binary.yaml"
+    binary.write_bytes(b"seed: 0\nfl:\n  rounds: \xff\xfe3\n")
+    check_clean(ctx, "run config with non-UTF-8 bytes", ("train", str(binary), "--out", str(out)))
+    binary_table = w / "binary-table.yaml"
+    binary_table.write_bytes(ctx.table_yaml.read_bytes() + b"# \xc3\x28\xff\n")
+    check_clean(
+        ctx, "table config with non-UTF-8 bytes", ("run", str(binary_table), "--out", str(out))
+    )
+    bomb = w / "bomb.yaml"
+    # Under model.lora, a field that takes any mapping: 452 bytes that expand to 10**9 strings.
+    lines = [
+        "model:",
+        "  name: logreg",
+        "  lora:",
+        '    a0: &a0 ["x","x","x","x","x","x","x","x","x","x"]',
+    ]
+    for i in range(1, 10):
+        lines.append(f"    a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]")
+    bomb.write_text("\n".join(lines) + "\n")
+    check_clean(ctx, "YAML alias bomb (9 levels of 10)", ("train", str(bomb), "--out", str(out)))
+
+
+def case_numbers(ctx: Context) -> None:
+    run_yaml, table = str(ctx.run_yaml), str(ctx.table_yaml)
+    out = ctx.folder("bad")
+    for key, value in (
+        ("algorithm.lr", ".inf"),
+        ("algorithm.lr", "inf"),
+        ("algorithm.weight_decay", ".inf"),
+        ("algorithm.alpha", ".inf"),
+        ("algorithm.lr", ".nan"),
+        ("seed", "100000000000000000000"),
+    ):
+        where = ctx.folder("bad-number")
+        check_clean(
+            ctx,
+            f"--set {key}={value}",
+            ("train", run_yaml, "--set", f"{key}={value}", "--out", str(where)),
+            absent=(where / "runs",),
+        )
+    for key in ("fl.local_steps", "fl.rounds"):
+        where = ctx.folder("bad-huge")
+        check_clean(
+            ctx,
+            f"--set {key}=1000000000 (train, 3 GB limit, 40 s)",
+            ("train", run_yaml, "--set", f"{key}=1000000000", "--out", str(where)),
+            timeout=40,
+            memory_gb=3,
+            ok_if_running=True,
+        )
+    check_clean(
+        ctx,
+        "--seeds 100000000 --dry-run (60 s)",
+        ("run", table, "--seeds", "100000000", "--dry-run", "--out", str(out)),
+        timeout=60,
+        memory_gb=3,
+    )
+
+
+def case_tune_flags(ctx: Context) -> None:
+    """One line, and no study.db for a refused command."""
+    table = str(ctx.table_yaml)
+    for flag, value in (
+        ("--grid", "algorithm.lr=[1"),
+        ("--space", "algorithm.lr=log:1e-4:inf"),
+        ("--space", "algorithm.lr=uniform:-inf:1"),
+        ("--space", "algorithm.lr=uniform:-1:1"),
+        ("--grid", "algorithm.lr=0.1,.inf"),
+    ):
+        where = ctx.folder("bad-tune")
+        check_clean(
+            ctx,
+            f"tune {flag} {value}",
+            ("tune", table, flag, value, "--trials", "1", "--out", str(where)),
+            absent=(where / "tiny-tune" / "study.db",),
+        )
+
+
+def case_disk_faults(ctx: Context) -> None:
+    fb, run_yaml, table = ctx.fb, str(ctx.run_yaml), str(ctx.table_yaml)
+    w = ctx.work
+    # Read-only --out: new and existing folders.
+    for command in ("train", "run", "tune"):
+        for existing in (False, True):
+            where = ctx.folder(f"ro-{command}")
+            target = where / "out"
+            if existing:  # a folder with a finished earlier run of another config
+                fb("train", run_yaml, "--set", "fl.rounds=1", "--out", str(target))
+            args = {
+                "train": ("train", run_yaml),
+                "run": ("run", table, "--workers", "1"),
+                "tune": ("tune", table, "--grid", "algorithm.lr=0.1", "--rounds", "1"),
+            }[command]
+            fault = {"FEDBENCH_FAULT_DIR": str(where), "FEDBENCH_FAULT_KIND": "rofs"}
+            check_clean(
+                ctx,
+                f"read-only --out, {'existing' if existing else 'new'} folder: {command}",
+                (*args, "--out", str(target)),
+                fault=fault,
+            )
+
+    # Disk full: train with a little space left, then the rerun (space freed) must resume.
+    for budget, what in (("0", "no space at all"), ("3000", "3 kB free"), ("40000", "40 kB free")):
+        where = ctx.folder("full-train")
+        fault = {"FEDBENCH_FAULT_DIR": str(where), "FEDBENCH_FAULT_BYTES": budget}
+        check_clean(
+            ctx,
+            f"disk full during train ({what})",
+            ("train", run_yaml, "--out", str(where)),
+            out=where,
+            fault=fault,
+        )
+        res = fb("train", run_yaml, "--out", str(where))
+        problem = f"exit {res.code}: {res.err.strip()[-200:]}" if res.code else None
+        ctx.tally.record(
+            "I/O faults",
+            f"train resumes after disk full ({what})",
+            problem or ctx.matches_reference(where),
+        )
+    where = ctx.folder("full-ckpt")
+    fault = {
+        "FEDBENCH_FAULT_DIR": str(where),
+        "FEDBENCH_FAULT_BYTES": "100000000",
+        "FEDBENCH_FAULT_MATCH": "checkpoint.pt.tmp",
+    }
+    budget_fault = {**fault, "FEDBENCH_FAULT_BYTES": "0"}
+    check_clean(
+        ctx,
+        "disk full at the first checkpoint (train)",
+        ("train", run_yaml, "--out", str(where)),
+        out=where,
+        fault=budget_fault,
+    )
+
+    # A sweep with one run hitting a full disk: the others finish and the report is written.
+    where = ctx.folder("full-sweep")
+    plan = w / "plan.json"
+    fb("run", table, "--dry-run", "--write-plan", str(plan), "--out", str(where))
+    victim = json.loads(plan.read_text())["runs"][1]["run_id"]
+    fault = {
+        "FEDBENCH_FAULT_DIR": str(where),
+        "FEDBENCH_FAULT_BYTES": "0",
+        "FEDBENCH_FAULT_MATCH": f"{victim}{os.sep}checkpoint.pt",
+    }
+    res = fb("run", table, "--out", str(where), "--workers", "1", fault=fault)
+    problems = []
+    if "Traceback" in res.err + res.out:
+        problems.append("traceback")
+    if res.code != 1:
+        problems.append(f"exit {res.code} (1: a run failed)")
+    if not (where / "tiny" / "summary.csv").is_file():
+        problems.append("no report")
+    if left := tmp_files(where):
+        problems.append(f"left {len(left)} temp file(s): {left[0].name}")
+    ctx.tally.record(
+        "I/O faults",
+        "sweep with one run on a full disk writes its report",
+        "; ".join(problems) or None,
+    )
+    res = fb("run", table, "--out", str(where), "--workers", "1")
+    ctx.tally.record(
+        "I/O faults",
+        "that sweep rerun (space freed) completes",
+        None if res.code == 0 else f"exit {res.code}: {res.err.strip()[-200:]}",
+    )
+
+
+# --- payloads ----------------------------------------------------------------------------------
+
+
+class _Payload:
+    """Pickles into a call of os.system (creating the marker file) when unpickled."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def case_payloads(ctx: Context) -> None:  # noqa: C901 (one small maker per payload)
+    import numpy as np
+    import torch
+
+    fb, w = ctx.fb, ctx.work
+    count = 0
+
+    def check(case: str, make: Callable[[Path], tuple[str, ...]]) -> None:
+        nonlocal count
+        count += 1
+        marker = w / f"payload-{count}.ran"
+        marker.unlink(missing_ok=True)
+        args = make(marker)
+        res = fb(*args)
+        ran = marker.exists()
+        ctx.tally.counts.setdefault("payloads executed", [0, 0])
+        ctx.tally.counts["payloads executed"][0] += ran
+        ctx.tally.counts["payloads executed"][1] += 1
+        print(
+            f"  {'FAIL' if ran else 'ok  '} payload: {case}: "
+            f"{'EXECUTED' if ran else 'not executed'} (exit {res.code})",
+            flush=True,
+        )
+        if ran:
+            ctx.tally.failures.append(f"payload executed: {case}")
+
+    tag = "!!python/object/apply:os.system"
+
+    def run_config(marker: Path) -> tuple[str, ...]:
+        path = w / "payload-run.yaml"
+        path.write_text(f"seed: 0\nname: {tag} ['touch {marker}']\n")
+        return ("train", str(path), "--out", str(w / "payload-out"))
+
+    def table_cfg(marker: Path) -> tuple[str, ...]:
+        path = w / "payload-table.yaml"
+        path.write_text(ctx.table_yaml.read_text() + f"extra: {tag} ['touch {marker}']\n")
+        return ("run", str(path), "--dry-run", "--out", str(w / "payload-out"))
+
+    def set_value(marker: Path) -> tuple[str, ...]:
+        value = f"seed={tag} ['touch {marker}']"
+        return ("train", str(ctx.run_yaml), "--set", value, "--out", str(w / "payload-out"))
+
+    def tuned_file(marker: Path) -> tuple[str, ...]:
+        path = w / "payload-tuned.yaml"
+        path.write_text(f"table: tiny\nrows: {tag} ['touch {marker}']\n")
+        return ("run", str(ctx.table_yaml), "--tuned", str(path), "--dry-run", "--out", str(w))
+
+    def run_folder_config(marker: Path) -> tuple[str, ...]:
+        out = w / "payload-folder"
+        (out / "runs" / "r1").mkdir(parents=True, exist_ok=True)
+        (out / "runs" / "r1" / "config.yaml").write_text(f"seed: {tag} ['touch {marker}']\n")
+        (out / "runs" / "r1" / "metrics.jsonl").write_text('{"round": 0, "test_acc": 0.1}\n')
+        return ("runs", str(out))
+
+    def checkpoint(marker: Path, checksummed: bool) -> tuple[str, ...]:
+        out = w / "payload-ckpt"
+        if out.exists():
+            shutil.rmtree(out)
+        shutil.copytree(killed_base, out)
+        run = run_dirs(out)[0]
+        torch.save({"round": 3, "x": _Payload(marker)}, run / "checkpoint.pt")
+        if checksummed:
+            checksum(run)
+        return ("train", str(ctx.run_yaml), "--out", str(out))
+
+    def npz_arrays(marker: Path) -> tuple[str, ...]:
+        path = w / "payload.npz"
+        objects = np.empty(2, dtype=object)
+        objects[0] = _Payload(marker)
+        np.savez(path, x_train=objects, y_train=np.zeros(2), x_test=objects, y_test=np.zeros(2))
+        return (
+            "train",
+            str(ctx.run_yaml),
+            "--set",
+            "data.name=npz",
+            "--set",
+            f"data.path={path}",
+            "--out",
+            str(w / "payload-out"),
+        )
+
+    killed_base = killed_run(ctx, "payload-base")
+    check("python tag in a run config", run_config)
+    check("python tag in a table config", table_cfg)
+    check("python tag in a --set value", set_value)
+    check("python tag in a tuned.yaml", tuned_file)
+    check("python tag in a run folder's config.yaml", run_folder_config)
+    check("pickle in checkpoint.pt, checksummed", lambda m: checkpoint(m, True))
+    check("pickle in checkpoint.pt, no matching checksum", lambda m: checkpoint(m, False))
+    check("pickled object array in an .npz dataset", npz_arrays)
+
+
+# --- paths -------------------------------------------------------------------------------------
+
+
+def case_paths(ctx: Context) -> None:
+    """Names that point outside --out: nothing may be created outside it."""
+    fb = ctx.fb
+    sandbox = ctx.folder("sandbox")
+    out = sandbox / "a" / "b" / "c" / "d" / "out"
+    out.mkdir(parents=True)
+    outside = sandbox / "abs-target"
+    names = ("../../../../x", "../x", "a/../../y", str(outside / "z"), "sub/dir")
+
+    def escaped() -> list[Path]:
+        return [
+            p
+            for p in sandbox.rglob("*")
+            if p.is_file()
+            and not p.resolve().is_relative_to(out.resolve())
+            and p.name != "table.yaml"
+        ]
+
+    def attempt(case: str, args: tuple[str, ...]) -> None:
+        before = set(escaped())
+        fb(*args, timeout=300)
+        new = sorted(set(escaped()) - before)
+        ctx.tally.counts.setdefault("paths escaped", [0, 0])
+        ctx.tally.counts["paths escaped"][0] += bool(new)
+        ctx.tally.counts["paths escaped"][1] += 1
+        print(
+            f"  {'FAIL' if new else 'ok  '} path: {case}"
+            + (f": wrote {new[0].relative_to(sandbox)}" if new else ""),
+            flush=True,
+        )
+        if new:
+            ctx.tally.failures.append(f"path escaped: {case}: {new[0]}")
+        for path in new:
+            path.unlink()
+
+    for i, name in enumerate(names):
+        data = table_config(name=name, rounds=1)
+        data["seeds"] = [0]
+        data["methods"] = {"FedAvg": data["methods"]["FedAvg"]}
+        path = write_yaml(sandbox / f"cfg{i}" / "table.yaml", data)
+        attempt(f"run, table: {name}", ("run", str(path), "--preset", "quick", "--out", str(out)))
+        attempt(f"ablate, table: {name}", ("ablate", str(path), "--out", str(out)))
+        attempt(
+            f"tune, table: {name}",
+            (
+                "tune",
+                str(path),
+                "--preset",
+                "quick",
+                "--grid",
+                "algorithm.lr=0.1",
+                "--out",
+                str(out),
+            ),
+        )
+    for name in ("../../../../fig", str(outside / "fig"), "a/b"):
+        attempt(f"figure {name}", ("figure", name, "--out", str(out)))
+    # --out itself holding a runs/ link to a folder outside it.
+    linked = sandbox / "linked-out"
+    linked.mkdir()
+    (linked / "runs").symlink_to(outside, target_is_directory=True)
+    outside.mkdir(exist_ok=True)
+    out_before = out
+    out = linked
+    attempt("--out whose runs/ links outside", ("train", str(ctx.run_yaml), "--out", str(linked)))
+    out = out_before
+
+    # model.weights misuse: a set field the model cannot use is an error.
+    for weights in ("/etc/passwd", str(sandbox / "missing.pt")):
+        check_clean(
+            ctx,
+            f"model.weights={weights} with pretrained on a model without weights",
+            (
+                "train",
+                str(ctx.run_yaml),
+                "--set",
+                "model.pretrained=true",
+                "--set",
+                f"model.weights={weights}",
+                "--out",
+                str(ctx.folder("weights")),
+            ),
+        )
+
+
+# --- concurrency -------------------------------------------------------------------------------
+
+
+def case_concurrency(ctx: Context) -> None:
+    fb, table = ctx.fb, str(ctx.table_yaml)
+
+    def both(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[Result, Result]:
+        procs = [
+            subprocess.Popen(
+                fb.command(*args),
+                env=fb.env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for args in (a, b)
+        ]
+        results = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=900)
+            results.append(Result(proc.returncode, out, err))
+        return results[0], results[1]
+
+    out = ctx.folder("same-sweep")
+    args = ("run", table, "--out", str(out), "--workers", "1")
+    ra, rb = both(args, args)
+    attempts = [json.loads((d / "attempt.json").read_text())["attempts"] for d in run_dirs(out)]
+    problem = None
+    if ra.code or rb.code:
+        problem = f"exit codes {ra.code}, {rb.code}"
+    elif attempts != [1] * 4:
+        problem = f"attempts per run {attempts}"
+    ctx.tally.record(
+        "concurrency", "two identical sweeps into one --out train each run once", problem
+    )
+
+    out = ctx.folder("two-sweeps")
+    a = ("run", table, "--out", str(out), "--seeds", "0,1", "--workers", "1")
+    b = ("run", table, "--out", str(out), "--seeds", "1,", "--workers", "1")
+    ra, rb = both(a, b)
+    problems = []
+    for res, seeds in ((ra, {0, 1}), (rb, {1})):
+        lines = [x for x in res.out.splitlines() if x.startswith("report: ")]
+        if res.code or not lines:
+            problems.append(f"exit {res.code}: {res.err.strip()[-150:]}")
+            continue
+        folder = Path(lines[-1].removeprefix("report: ").strip())
+        plan = json.loads((folder / "plan.json").read_text())
+        got = {r["seed"] for r in plan["runs"]}
+        if got != seeds:
+            problems.append(
+                f"seeds {sorted(seeds)} printed {folder.name}, which reports {sorted(got)}"
+            )
+    ctx.tally.record(
+        "concurrency",
+        "two different sweeps sharing runs: each points at its own report",
+        "; ".join(problems) or None,
+    )
+
+
+# --- main --------------------------------------------------------------------------------------
+
+CASES = {
+    "kills": case_kills,
+    "corruptions": case_corruptions,
+    "inputs": case_bad_inputs,
+    "numbers": case_numbers,
+    "tune": case_tune_flags,
+    "disk": case_disk_faults,
+    "payloads": case_payloads,
+    "paths": case_paths,
+    "concurrency": case_concurrency,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help=f"comma-separated subset of {', '.join(CASES)}")
+    parser.add_argument("--kills", type=int, default=4, help="SIGKILLs of a sweep (default 4)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the fedbench checkout to test")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args()
+    chosen = args.only.split(",") if args.only else list(CASES)
+    work = Path(tempfile.mkdtemp(prefix="fedbench-faults-"))
+    ctx = Context(args.root.resolve(), work, args.kills)
+    t0 = time.perf_counter()
+    try:
+        for name in chosen:
+            print(f"{name}:", flush=True)
+            CASES[name](ctx)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}")
+    counts = ctx.tally.counts
+    labels = {
+        "kills": "kills survived",
+        "corruptions": "corruptions recovered",
+        "bad inputs": "bad inputs giving one clean line",
+        "I/O faults": "I/O faults leaving a resumable run and a report",
+        "concurrency": "concurrent sweeps kept apart",
+        "payloads executed": "payloads executed",
+        "paths escaped": "paths escaped",
+    }
+    print(f"\nsummary ({time.perf_counter() - t0:.0f} s):")
+    for key, label in labels.items():
+        if key in counts:
+            held, tried = counts[key]
+            print(f"  {label}: {held} of {tried}")
+    bad = [k for k in ("payloads executed", "paths escaped") if counts.get(k, [0])[0]]
+    return 1 if ctx.tally.failures or bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
