@@ -622,17 +622,30 @@ def runs_(
             "--where", help="Keep runs whose config field (or status) has this value: k=v."
         ),
     ] = None,
-    csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table.")] = False,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (the terminal: only the columns that differ) | csv | json (every "
+            "column, for scripts).",
+        ),
+    ] = "table",
+    csv: Annotated[bool, typer.Option("--csv", help="The same as --format csv.")] = False,
 ) -> None:
     """List run folders: status, the settings that tell them apart, final metrics."""
-    from fedbench.report.runs import as_text, list_runs
+    from fedbench.report.runs import as_json, as_rich, list_runs
 
+    if format_ not in ("table", "csv", "json"):
+        raise FedbenchError(f"--format {format_!r} is not a format; use table, csv or json")
+    if csv and format_ not in ("table", "csv"):
+        raise FedbenchError(f"--csv and --format {format_} disagree; give one of them")
     frame = list_runs(directory, where or [])
-    if csv:
+    if csv or format_ == "csv":
         print(frame.to_csv(index=False), end="")
-        return
-    columns, rows = as_text(frame.drop(columns=["folder"], errors="ignore"))
-    _list_table(f"runs in {directory}: {len(frame)}", columns, rows)
+    elif format_ == "json":
+        print(as_json(frame))
+    else:
+        console.print(as_rich(frame, f"runs in {directory}: {len(frame)}"))
 
 
 @app.command()
