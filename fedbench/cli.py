@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -558,31 +557,10 @@ def compare(
     """Is one row better than another beyond seed noise? Welch's t-test over the seeds, in every
     column the rows share (rows of one report, or one row at two settings)."""
     from fedbench.report.compare import compare as run_compare
-    from fedbench.report.tables import fmt
+    from fedbench.report.compare import render
 
-    found = run_compare(sides, metric)
-    view = Table(title=f"{metric}: mean ± std over seeds, Welch's t-test (two-sided)")
-    for name in ("A", "B", "column", "A: mean ± std", "B: mean ± std", "A - B", "p", "verdict"):
-        view.add_column(name, overflow="fold")
-
-    def cell(values: list[float]) -> str:
-        mean = sum(values) / len(values)
-        spread = statistics.stdev(values) if len(values) > 1 else 0.0
-        return f"{fmt(mean, metric)} ± {fmt(spread, metric)} (n={len(values)})"
-
-    for c in found:
-        diff = sum(c.a_values) / len(c.a_values) - sum(c.b_values) / len(c.b_values)
-        view.add_row(
-            c.a.label,
-            c.b.label,
-            ", ".join(f"{k}={v}" for k, v in c.column.items()) or "-",
-            cell(c.a_values),
-            cell(c.b_values),
-            f"{diff:+.3g}",
-            f"{c.p:.3g}",
-            c.verdict,
-        )
-    console.print(view)
+    for part in render(run_compare(sides, metric), metric):
+        console.print(part, highlight=False, soft_wrap=True)
 
 
 @app.command()
