@@ -156,7 +156,11 @@ def test_table_note_is_printed_under_the_table(tmp_path: Path):
     console.print(report.rich)
     terminal = console.export_text()
     assert data["note"] in terminal
-    assert terminal.index("cells: mean") < terminal.index(data["note"]) < terminal.index("paper (")
+    assert (
+        terminal.index("cells: the value of 1 seed")
+        < terminal.index(data["note"])
+        < terminal.index("paper (")
+    )
 
 
 def test_rounds_to_target_counts_unreached_runs_and_never_averages_them(table_folder: Path):

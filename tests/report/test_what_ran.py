@@ -252,3 +252,34 @@ def test_tuned_values_are_stated_per_row(tmp_path: Path):
     folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
     report = build_report(folder)
     assert report.view.details.endswith("; tuned (fedbench tune): FedAdamW algorithm.lr=0.02")
+
+
+def test_one_seed_has_no_bold_and_the_legend_says_1_seed(tmp_path: Path):
+    folder = write_table(tmp_path, tiny_table_data(), spread, seeds=1)
+    report = build_report(folder)
+    md = (folder / "table.md").read_text()
+    assert "**" not in md.split("**What ran:**")[1].split("## paper")[0]
+    assert "| Local SGD | 60.00 |" in md and "| FedAdamW | 80.00 |" in md  # not bold
+    assert not report.summary["best"].any()
+    legend = report.view.legend()
+    assert legend[0].startswith("cells: the value of 1 seed (n = 1: no ±)")
+    assert "every seed gives the same value" not in " ".join(legend)
+    assert legend[1].startswith("no bold: with 1 seed per cell")
+    assert r"\textbf" not in (folder / "table.tex").read_text()
+    assert "Values of 1 seed (no std, no bold)" in (folder / "table.tex").read_text()
+
+
+def test_a_cell_of_one_seed_among_more_says_1_seed_and_its_column_has_no_bold(tmp_path: Path):
+    data = tiny_table_data()
+    data["grid"] = {"partition.alpha": [0.6, 0.1]}
+    plan = expand(parse_table_config(data))
+    for run in plan.runs:  # Dir-0.1 FedAdamW: seed 1 failed, one seed left
+        failed = run.method == "FedAdamW" and run.setting["partition.alpha"] == 0.1 and run.seed
+        status = "failed" if failed else "completed"
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, spread(run.method, {}, run.seed), status)
+    write_plan(plan, tmp_path / plan.name)
+    report = build_report(tmp_path / plan.name)
+    md = (tmp_path / plan.name / "table.md").read_text()
+    assert "| FedAdamW | **80.50 ± 0.71** |" in md  # Dir-0.6: two seeds a cell, bold as before
+    assert "80.00 (1 seed, 1 failed)" in md and "**80.00" not in md  # Dir-0.1: no bold
+    assert "'1 seed' where n = 1" in report.view.legend()[0]
