@@ -251,6 +251,9 @@ class View:
     note: str = ""
     #: "all" when every cell with a value has one seed, "some" when some do, "" when none.
     one_seed: str = ""
+    #: table.csv's header prefixes (ours, the paper's), e.g. ("digits", "CIFAR-100") where the
+    #: dataset that ran is not the paper's; empty when it is.
+    csv_prefix: tuple[str, str] = ("", "")
 
     @property
     def has_paper(self) -> bool:
@@ -367,22 +370,32 @@ def _header(group: HeaderGroup, metric: str, paper: bool = False) -> str:
     return f"{label}: {sub}" if label else sub
 
 
+def _csv_header(group: HeaderGroup, metric: str, prefix: str, paper: bool = False) -> str:
+    """'digits / CNN / Dir-0.6: acc (%)': _header with the dataset in front where it differs."""
+    label = " / ".join(p for p in (prefix, group.paper_label if paper else group.label) if p)
+    sub = METRIC_LABELS.get(metric, metric)
+    return f"{label}: {sub}" if label else sub
+
+
 def to_wide(view: View) -> pd.DataFrame:
     """table.csv: a row per method; our cells (≈ marks kept), then the paper's columns, each
-    header prefixed `paper ` and named by the paper's setting."""
+    header prefixed `paper ` and named by the paper's setting; where that setting differs from
+    what ran, `paper at paper setting ` (and the datasets lead the headers where they differ)."""
+    ours_prefix, paper_prefix = view.csv_prefix
     data: dict[str, list[str]] = {"method": view.methods}
     for group in view.groups:
         for metric in group.metrics:
-            data[_header(group, metric)] = [
+            data[_csv_header(group, metric, ours_prefix)] = [
                 _decorated(
                     view.cells.get((m, group.setting_json, metric)), ("", ""), f" {TIE_MARK}"
                 )
                 for m in view.methods
             ]
     if view.has_paper:
+        name = "paper at paper setting " if view.paper_caveat else "paper "
         for group in view.groups:
             for metric in group.metrics:
-                data["paper " + _header(group, metric, paper=True)] = [
+                data[name + _csv_header(group, metric, paper_prefix, paper=True)] = [
                     view.paper.get((m, group.setting_json, metric), "") for m in view.methods
                 ]
     return pd.DataFrame(data)
