@@ -495,13 +495,20 @@ def tune(
         on_trial=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
     )
     view = Table(title=f"{plan.name}: tuned on a {val_fraction:g} validation split")
-    for name in ("method", "column", "best values", "val test_acc", "done/pruned/failed"):
+    for name in (
+        "method",
+        "column (what ran)",
+        "best values",
+        "val test_acc",
+        "done/pruned/failed",
+    ):
         view.add_column(name, overflow="fold")
     for method, col, values, score, done, pruned, failed in result.rows:
         shown = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
         )
-        view.add_row(method, col, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}")
+        label = result.labels.get((method, col), col)
+        view.add_row(method, label, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}")
     console.print(view)
     tuned_file = result.folder / "tuned.yaml"
     # The same --preset and --set as this tune, so that the run trains the columns tuned here.
