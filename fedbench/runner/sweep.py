@@ -34,7 +34,7 @@ class SweepResult:
         for run_id, outcome in self.outcomes.items():
             if outcome.status in ("failed", "diverged"):
                 run = described[run_id]
-                where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+                where = cell_label(run.setting, run.cfg.to_dict())
                 out.append((f"{run.method} {where} seed {run.seed} ({run_id})", outcome))
         return out
 
