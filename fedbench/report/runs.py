@@ -245,10 +245,9 @@ def _run_folder(run: str, runs_root: Path) -> Path:
             "yet; list runs with `fedbench runs DIR`"
         )
     raise FedbenchError(
-        f"no run {run!r}: not a folder, and no run id {run!r} in {runs_root} (the runs/ of "
-        f"--root {runs_root.parent}); give the output folder the runs were written to with "
-        "--root DIR (fedbench run/train --out DIR), or the run folder's path; list runs with "
-        "`fedbench runs DIR`"
+        f"no run {run!r}: not a folder, nor a run id in {runs_root} (--root "
+        f"{runs_root.parent}); pass --root DIR, the --out the runs were written to, or the run "
+        "folder's path; list runs with `fedbench runs DIR`"
     )
 
 

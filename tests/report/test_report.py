@@ -71,10 +71,11 @@ def test_report_recomputes_mean_and_sample_std(table_folder: Path):
         "mean",
         "std",
         "n",
-        "paper_mean",
-        "paper_std",
+        "paper_mean_at_paper_setting",  # the preset trains a logreg, not the paper's ResNet-18
+        "paper_std_at_paper_setting",
     ):
         assert col in csv.columns
+    assert set(csv["model.name"]) == {"logreg"} and set(csv["paper_model.name"]) == {"resnet18"}
     md = (table_folder / "table.md").read_text()
     assert "73.83 ± 5.39 (1 diverged)" in md  # mean/std of 70, 71.5, 80
     assert "**73.83 ± 5.39 (1 diverged)**" in md  # best in the column

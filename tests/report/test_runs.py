@@ -95,7 +95,7 @@ def test_plot_labels_the_partition_alpha_apart_from_fedadamw_alpha(tmp_path: Pat
 def test_a_bare_run_id_not_found_names_root(out: Path, run_cli, tmp_path: Path):
     code, _, err = run_cli("plot", "a", "--out", str(tmp_path / "p.png"))  # default --root results
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "no run id 'a' in results/runs" in err and "--root DIR" in err
+    assert "no run 'a': not a folder, nor a run id in results/runs" in err and "--root DIR" in err
     (out / "runs" / "empty").mkdir()
     code, _, err = run_cli("plot", "empty", "--root", str(out))
     assert code == 2 and "has no metrics.jsonl" in err
