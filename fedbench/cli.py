@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import statistics
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -500,13 +499,20 @@ def tune(
         on_trial=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
     )
     view = Table(title=f"{plan.name}: tuned on a {val_fraction:g} validation split")
-    for name in ("method", "column", "best values", "val test_acc", "done/pruned/failed"):
+    for name in (
+        "method",
+        "column (what ran)",
+        "best values",
+        "val test_acc",
+        "done/pruned/failed",
+    ):
         view.add_column(name, overflow="fold")
     for method, col, values, score, done, pruned, failed in result.rows:
         shown = ", ".join(
             f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
         )
-        view.add_row(method, col, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}")
+        label = result.labels.get((method, col), col)
+        view.add_row(method, label, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}")
     console.print(view)
     tuned_file = result.folder / "tuned.yaml"
     # The same --preset and --set as this tune, so that the run trains the columns tuned here.
@@ -562,31 +568,10 @@ def compare(
     """Is one row better than another beyond seed noise? Welch's t-test over the seeds, in every
     column the rows share (rows of one report, or one row at two settings)."""
     from fedbench.report.compare import compare as run_compare
-    from fedbench.report.tables import fmt
+    from fedbench.report.compare import render
 
-    found = run_compare(sides, metric)
-    view = Table(title=f"{metric}: mean ± std over seeds, Welch's t-test (two-sided)")
-    for name in ("A", "B", "column", "A: mean ± std", "B: mean ± std", "A - B", "p", "verdict"):
-        view.add_column(name, overflow="fold")
-
-    def cell(values: list[float]) -> str:
-        mean = sum(values) / len(values)
-        spread = statistics.stdev(values) if len(values) > 1 else 0.0
-        return f"{fmt(mean, metric)} ± {fmt(spread, metric)} (n={len(values)})"
-
-    for c in found:
-        diff = sum(c.a_values) / len(c.a_values) - sum(c.b_values) / len(c.b_values)
-        view.add_row(
-            c.a.label,
-            c.b.label,
-            ", ".join(f"{k}={v}" for k, v in c.column.items()) or "-",
-            cell(c.a_values),
-            cell(c.b_values),
-            f"{diff:+.3g}",
-            f"{c.p:.3g}",
-            c.verdict,
-        )
-    console.print(view)
+    for part in render(run_compare(sides, metric), metric):
+        console.print(part, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -626,17 +611,30 @@ def runs_(
             "--where", help="Keep runs whose config field (or status) has this value: k=v."
         ),
     ] = None,
-    csv: Annotated[bool, typer.Option("--csv", help="Print CSV instead of a table.")] = False,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (the terminal: only the columns that differ) | csv | json (every "
+            "column, for scripts).",
+        ),
+    ] = "table",
+    csv: Annotated[bool, typer.Option("--csv", help="The same as --format csv.")] = False,
 ) -> None:
     """List run folders: status, the settings that tell them apart, final metrics."""
-    from fedbench.report.runs import as_text, list_runs
+    from fedbench.report.runs import as_json, as_rich, list_runs
 
+    if format_ not in ("table", "csv", "json"):
+        raise FedbenchError(f"--format {format_!r} is not a format; use table, csv or json")
+    if csv and format_ not in ("table", "csv"):
+        raise FedbenchError(f"--csv and --format {format_} disagree; give one of them")
     frame = list_runs(directory, where or [])
-    if csv:
+    if csv or format_ == "csv":
         print(frame.to_csv(index=False), end="")
-        return
-    columns, rows = as_text(frame.drop(columns=["folder"], errors="ignore"))
-    _list_table(f"runs in {directory}: {len(frame)}", columns, rows)
+    elif format_ == "json":
+        print(as_json(frame))
+    else:
+        console.print(as_rich(frame, f"runs in {directory}: {len(frame)}"))
 
 
 @app.command()

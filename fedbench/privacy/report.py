@@ -10,6 +10,7 @@ from fedbench.config import RunConfig, parse_override
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.privacy.plan import PrivacyPlan, make_plan
+from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, TableConfig
 from fedbench.suggest import did_you_mean
 
@@ -101,7 +102,7 @@ def table_epsilons(
         if key not in sizes:
             sizes[key] = client_sizes(cfg, client_size)
         p = _plan_from_sizes(cfg, sizes[key])
-        where = ", ".join(f"{k}={v}" for k, v in run.setting.items()) or "-"
+        where = cell_label(run.setting, cfg.to_dict())  # what runs, not the grid's value
         eps = p.epsilon()
         old = cells.get((run.method, where))
         if old is None or eps > old[0]:

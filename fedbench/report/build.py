@@ -21,7 +21,16 @@ from fedbench.report.collect import (
     with_metrics,
 )
 from fedbench.report.plots import plot_curves
-from fedbench.report.ran import Cfg, column_label, dataset_label, describe, differences, facts
+from fedbench.report.ran import (
+    Cfg,
+    column_label,
+    dataset_label,
+    describe,
+    differences,
+    differing_keys,
+    facts,
+    get_path,
+)
 from fedbench.report.tables import (
     View,
     build_view,
@@ -165,6 +174,7 @@ def build_report(
             pairs.append((ran, paper))
     labels = _column_labels(plan, keys, ran_by_column, paper_by_column)
     paper_heading, caveat, same = _paper_block(table, paper_by_column, pairs)
+    setting = LongSetting.of(plan, keys, configs, papers, pairs, same, table.paper is not None)
     name = table.table + (f", preset {plan['preset']}" if plan.get("preset") else "")
     # The table's title describes the paper's setting: it is the report's only when that ran.
     title = table.title if same and table.title else name
@@ -179,9 +189,10 @@ def build_report(
         paper_label=paper_heading,
         paper_caveat=caveat,
         note=table.note.strip(),
+        csv_prefix=setting.dataset_prefix(keys, ran_by_column, paper_by_column),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
-    _long(summary, keys).to_csv(files[0], index=False)
+    setting.long(summary).to_csv(files[0], index=False)
     to_wide(view).to_csv(files[1], index=False)
     files[2].write_text(to_markdown(view))
     label = re.sub(r"[^A-Za-z0-9:-]+", "-", folder.name)
@@ -192,11 +203,108 @@ def build_report(
     return Report(folder, summary, to_wide(view), to_rich(view), files, view)
 
 
-def _long(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """summary.csv: method, the grid columns, metric, mean, std, n, paper_mean, paper_std, then
-    the rest (run counts, best, p_vs_best, tie)."""
-    if summary.empty:
-        return pd.DataFrame(columns=["method", *keys, *SUMMARY_COLUMNS[1:]])
-    front = ["method", *keys, *SUMMARY_COLUMNS[1:]]
-    rest = [c for c in summary.columns if c not in front and c not in INTERNAL_COLUMNS]
-    return summary[front + rest]
+@dataclass
+class LongSetting:
+    """How summary.csv labels its rows: by what ran (the resolved values of the grid keys, and of
+    every other field where what ran differs from the table's own setting), with the preset and
+    the paper's setting as columns of their own. The paper's numbers sit in `paper_mean` /
+    `paper_std` only where the paper's setting ran; otherwise in `paper_mean_at_paper_setting` /
+    `paper_std_at_paper_setting`, so that no script reads a digits run as a CIFAR-100 one."""
+
+    #: The table's grid keys (the setting columns), then the other fields that differ.
+    keys: list[str]
+    extra: list[str]
+    same: bool
+    has_paper: bool
+    preset: str | None
+    ran: dict[tuple[str, str], Cfg]
+    paper: dict[tuple[str, str], Cfg]
+
+    @classmethod
+    def of(
+        cls,
+        plan: dict[str, Any],
+        keys: list[str],
+        configs: dict[str, Cfg],
+        papers: dict[tuple[str, str], Cfg],
+        pairs: list[tuple[Cfg, Cfg]],
+        same: bool,
+        has_paper: bool,
+    ) -> LongSetting:
+        ran: dict[tuple[str, str], Cfg] = {}
+        for run in plan["runs"]:
+            cell = (run["method"], json.dumps(run["setting"]))
+            if run["run_id"] in configs:
+                ran.setdefault(cell, configs[run["run_id"]])
+        extra = [k for k in differing_keys(pairs) if k not in keys and k != "privacy"]
+        return cls(keys, extra, same, has_paper, plan.get("preset"), ran, papers)
+
+    @property
+    def differs(self) -> bool:
+        return not self.same and (bool(self.extra) or self.has_paper)
+
+    def dataset_prefix(
+        self, keys: list[str], ran: dict[str, list[Cfg]], paper: dict[str, list[Cfg]]
+    ) -> tuple[str, str]:
+        """table.csv's header prefixes (ours, the paper's): the datasets, where they differ and
+        are not a grid key (a digits run never reads as a CIFAR-100 one)."""
+        if "data.name" in keys or "data.name" not in self.extra:
+            return "", ""
+        return _datasets(ran), _datasets(paper)
+
+    def long(self, summary: pd.DataFrame) -> pd.DataFrame:
+        """summary.csv: method, the setting columns (resolved values), metric, mean, std, n,
+        the paper's numbers (paper_mean, paper_std, or when the setting differs: preset, the
+        paper's setting as paper_<key> and paper_mean_at_paper_setting,
+        paper_std_at_paper_setting), then the rest (run counts, best, p_vs_best, tie)."""
+        setting = [*self.keys, *self.extra] if self.differs else list(self.keys)
+        stats = list(SUMMARY_COLUMNS[1:5])
+        if self.differs and self.has_paper:
+            paper_cols = [
+                "preset",
+                *(f"paper_{k}" for k in setting),
+                *(f"{c}_at_paper_setting" for c in PAPER_COLUMNS),
+            ]
+        else:
+            paper_cols = (["preset"] if self.differs else []) + list(PAPER_COLUMNS)
+        front = ["method", *setting, *stats, *paper_cols]
+        if summary.empty:
+            return pd.DataFrame(columns=front)
+        out = summary.copy()
+        cells = list(zip(out["method"], out["setting_json"], strict=True))
+        for key in setting:
+            grid = out[key] if key in out else pd.Series([None] * len(out), index=out.index)
+            out[key] = [
+                _value(self.ran[c], key) if c in self.ran else g
+                for c, g in zip(cells, grid, strict=True)
+            ]
+        if self.differs:
+            out["preset"] = self.preset or ""
+        if self.differs and self.has_paper:
+            for key in setting:
+                out[f"paper_{key}"] = [
+                    _value(self.paper[c], key) if c in self.paper else None for c in cells
+                ]
+            for column in PAPER_COLUMNS:
+                out[f"{column}_at_paper_setting"] = out[column]
+        rest = [
+            c
+            for c in summary.columns
+            if c not in front and c not in INTERNAL_COLUMNS and c not in PAPER_COLUMNS
+        ]
+        return out[front + rest]
+
+
+PAPER_COLUMNS = ("paper_mean", "paper_std")
+
+
+def _value(cfg: Cfg, key: str) -> Any:
+    value = get_path(cfg, key)
+    return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+def _datasets(cfgs: dict[str, list[Cfg]]) -> str:
+    names = dict.fromkeys(
+        dataset_label(str(get_path(c, "data.name"))) for v in cfgs.values() for c in v
+    )
+    return " or ".join(names)

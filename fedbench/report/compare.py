@@ -12,23 +12,39 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.table import Table
+
 from fedbench.errors import FedbenchError
-from fedbench.report.collect import collect, plan_table, read_plan, with_metrics
-from fedbench.report.significance import LEVEL, MIN_SEEDS, welch_p
+from fedbench.report.collect import (
+    collect,
+    plan_table,
+    read_plan,
+    run_configs,
+    with_metrics,
+)
+from fedbench.report.ran import column_label, describe, facts
+from fedbench.report.significance import LEVEL, MIN_SEEDS, welch_test
 from fedbench.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
 class Side:
-    """One row of one table folder: its per-seed values by column (setting JSON)."""
+    """One row of one table folder: its per-seed values by column (setting JSON), each column's
+    label by what ran in it, and what ran in the row (preset named)."""
 
     spec: str
     folder: Path
     row: str
     values: dict[str, list[float]]
+    #: setting JSON -> 'CNN for ResNet-18 / Dir-0.6' (the resolved values, and the table's
+    #: column where a preset or --set replaced it).
+    columns: dict[str, str] = field(default_factory=dict)
+    #: 'preset quick; digits, model CNN ...; 3 rounds, K=10 local steps, B=32'.
+    ran: str = ""
 
     @property
     def label(self) -> str:
@@ -44,6 +60,17 @@ class Comparison:
     a_values: list[float]
     b_values: list[float]
     p: float
+    #: scipy's warning about this test, as one line (None: none).
+    warning: str | None = None
+
+    @property
+    def column_label(self) -> str:
+        """The column by what ran in it: one label, or each side's where they ran differently."""
+        key = json.dumps(self.column)
+        a, b = self.a.columns.get(key, ""), self.b.columns.get(key, "")
+        if a == b:
+            return a or "-"
+        return f"A: {a or '-'}; B: {b or '-'}"
 
     @property
     def tested(self) -> bool:
@@ -57,6 +84,11 @@ class Comparison:
         if self.p >= LEVEL:
             return "tie"
         return ">" if _mean(self.a_values) > _mean(self.b_values) else "<"
+
+    @property
+    def p_text(self) -> str:
+        """The p-value as printed: '-' where no test was made."""
+        return f"{self.p:.3g}" if self.tested else "-"
 
 
 def _mean(values: list[float]) -> float:
@@ -84,17 +116,45 @@ def read_side(spec: str, metric: str) -> Side:
             f"{spec!r}: give a side as FOLDER:ROW, e.g. results/table1-quick:FedAvg"
         )
     folder = Path(folder_text)
-    table = plan_table(read_plan(folder))
+    plan = read_plan(folder)
+    table = plan_table(plan)
     row = _match_row(spec, row.strip(), list(table.methods))
     table = with_metrics(table, [metric])
     runs, _ = collect(folder, table=table)
+    mine = runs[runs["method"] == row] if len(runs) else runs
+    _require_runs(folder, row, mine, runs)
     values: dict[str, list[float]] = {}
-    mine = runs[(runs["method"] == row) & (runs["status"] == "completed")]
-    for setting, value in zip(mine["setting"], mine[metric], strict=True):
+    done = mine[mine["status"] == "completed"]
+    for setting, value in zip(done["setting"], done[metric], strict=True):
         values.setdefault(setting, [])
         if value is not None and not math.isnan(value):
             values[setting].append(float(value))
-    return Side(spec, folder, row, values)
+    configs = run_configs(plan, folder.parent / "runs")
+    by_column: dict[str, list[dict]] = {}
+    for run in plan["runs"]:
+        if run["method"] == row and run["run_id"] in configs:
+            by_column.setdefault(json.dumps(run["setting"]), []).append(configs[run["run_id"]])
+    keys = list(table.grid)
+    columns = {s: column_label(keys, cfgs, json.loads(s)) for s, cfgs in by_column.items()}
+    preset = f"preset {plan['preset']}" if plan.get("preset") else "no preset"
+    ran = f"{preset}; {describe(facts(by_column))}" if by_column else preset
+    return Side(spec, folder, row, values, columns, ran)
+
+
+def _require_runs(folder: Path, row: str, mine, runs) -> None:  # noqa: ANN001 (frames)
+    """A row without completed runs is a one-line error saying why (not in the sweep, or every
+    run failed / is missing), not a comparison over no columns."""
+    if mine.empty:
+        ran = list(dict.fromkeys(runs["method"])) if len(runs) else []
+        raise FedbenchError(
+            f"no runs for row {row!r} in {folder}: the sweep did not include it (rows with runs: "
+            f"{', '.join(ran) or 'none'}); run it with `fedbench run ... --methods '{row}'` "
+            "and the same --out"
+        )
+    if not (mine["status"] == "completed").any():
+        counts = mine["status"].value_counts()
+        text = ", ".join(f"{n} {status}" for status, n in counts.items())
+        raise FedbenchError(f"no completed runs for row {row!r} in {folder} ({text})")
 
 
 def compare(specs: list[str], metric: str = "test_acc") -> list[Comparison]:
@@ -110,8 +170,54 @@ def compare(specs: list[str], metric: str = "test_acc") -> list[Comparison]:
                 f"{a.spec} and {b.spec} share no column: their runs' grid values differ"
             )
         for setting in shared:
-            p = welch_p(a.values[setting], b.values[setting])
+            p, warning = welch_test(a.values[setting], b.values[setting])
             found.append(
-                Comparison(a, b, json.loads(setting), a.values[setting], b.values[setting], p)
+                Comparison(
+                    a, b, json.loads(setting), a.values[setting], b.values[setting], p, warning
+                )
             )
     return found
+
+
+def _cell(values: list[float], metric: str) -> str:
+    """'73.83 ± 5.39 (n=3)'; one seed has no spread: '22.22 (n=1)'."""
+    from fedbench.report.tables import fmt
+
+    if len(values) < 2:
+        return f"{fmt(_mean(values), metric)} (n={len(values)})"
+    return (
+        f"{fmt(_mean(values), metric)} ± {fmt(statistics.stdev(values), metric)} (n={len(values)})"
+    )
+
+
+def render(found: list[Comparison], metric: str) -> list[Table | str]:
+    """The terminal output: the table (p only where a test was made), what ran in each side
+    (preset named), and scipy's warnings as one line."""
+    view = Table(title=f"{metric}: mean ± std over seeds, Welch's t-test (two-sided)")
+    for name in ("A", "B", "column (what ran)", "A: mean ± std", "B: mean ± std", "A - B", "p"):
+        view.add_column(name, overflow="fold")
+    view.add_column("verdict", overflow="fold")
+    for c in found:
+        view.add_row(
+            c.a.label,
+            c.b.label,
+            c.column_label,
+            _cell(c.a_values, metric),
+            _cell(c.b_values, metric),
+            f"{_mean(c.a_values) - _mean(c.b_values):+.3g}",
+            c.p_text,
+            c.verdict,
+        )
+    lines: list[Table | str] = [view]
+    sides = {c.a.label: c.a for c in found} | {c.b.label: c.b for c in found}
+    by_ran: dict[str, list[str]] = {}
+    for label, side in sides.items():
+        by_ran.setdefault(side.ran, []).append(label)
+    lines += [f"what ran in {' and '.join(labels)}: {ran}" for ran, labels in by_ran.items()]
+    warned = [c for c in found if c.warning and c.tested]
+    if warned:
+        lines.append(
+            f"note: scipy warned for {len(warned)} of {len(found)} tests ({warned[0].warning}): "
+            "the seeds' values are nearly identical, so those p-values may be unreliable"
+        )
+    return lines

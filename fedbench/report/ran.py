@@ -205,10 +205,9 @@ def _join(fact: Fact) -> str:
     return " or ".join(fact.values) + (" (per column)" if fact.per_column else " (varies by row)")
 
 
-def differences(pairs: Iterable[tuple[Cfg, Cfg]]) -> list[str]:
-    """The fields where what ran differs from the paper's setting, over (ran, paper) config
-    pairs: the FACTS' short names first, then other dotted fields (e.g. algorithm.lr)."""
-    fact_names = dict(FACTS)
+def differing_keys(pairs: Iterable[tuple[Cfg, Cfg]]) -> list[str]:
+    """The dotted fields where what ran differs from the paper's setting, over (ran, paper)
+    config pairs: the FACTS' fields first, in their order, then the others (e.g. algorithm.lr)."""
     found: dict[str, None] = {}
     for ran, paper in pairs:
         a, b = flatten(ran), flatten(paper)
@@ -216,9 +215,29 @@ def differences(pairs: Iterable[tuple[Cfg, Cfg]]) -> list[str]:
             if key.startswith(IGNORED_PREFIXES) or a.get(key) == b.get(key):
                 continue
             found[key] = None
-    facts_first = [fact_names[k] for k, _ in FACTS if k in found]
-    others = [k for k in found if k not in fact_names]
-    return facts_first + others
+    facts_first = [k for k, _ in FACTS if k in found]
+    return facts_first + [k for k in found if k not in facts_first]
+
+
+def differences(pairs: Iterable[tuple[Cfg, Cfg]]) -> list[str]:
+    """differing_keys with the FACTS' short names (dataset, model, rounds, K, ...)."""
+    fact_names = dict(FACTS)
+    return [fact_names.get(k, k) for k in differing_keys(pairs)]
+
+
+def cell_label(setting: dict[str, Any], cfg: Cfg) -> str:
+    """A (row, column) cell's column named by what runs in it: 'CNN for ResNet-18 / Dir-0.6'
+    when a preset or --set replaced the grid value, 'ResNet-18 / Dir-0.6' when not, '-' for a
+    table without a grid. Commands that list a plan's cells (the dry run, tune, epsilon,
+    compare) use it, so that no cell reads as the paper's setting when it is not."""
+    return column_label(list(setting), [cfg], setting) or "-"
+
+
+def plan_sentence(preset: str | None, cfgs_by_column: dict[str, list[Cfg]]) -> str:
+    """'preset quick: digits, model CNN or LogReg (per column); 20 clients ...': what a plan's
+    runs train (the resolved configs), with the preset named."""
+    named = f"preset {preset}" if preset else "no preset"
+    return f"{named}: {describe(facts(cfgs_by_column))}" if cfgs_by_column else named
 
 
 def setting_key(setting: dict[str, Any]) -> str:

@@ -2,7 +2,8 @@
 
 A run folder (DIR/runs/<run_id>/) holds config.yaml, metrics.jsonl and, once it has ended,
 summary.json. Runs are told apart by the config fields whose values differ among the runs
-listed (the folder name's hash says only that they differ).
+listed, runtime fields included (a sequential and a vectorised run differ in wall time), since
+the folder name's hash says only that they differ.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from rich import box
+from rich.table import Table
 
 from fedbench.config import parse_override, read_yaml
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
-from fedbench.report.ran import flatten
+from fedbench.report.ran import KEY_FORMATS, flatten, value_label
 
-#: Config fields that never tell runs apart in a listing (where data lives, devices, threads).
-IGNORED = ("runtime.", "data.root", "data.path", "data.download")
+#: Config fields that never tell runs apart in a listing: where the same data is read from.
+IGNORED = ("data.root", "data.path", "data.download")
 #: The final metrics a listing shows, from summary.json.
 FINAL_METRICS = ("test_acc", "train_loss", "test_loss")
 
@@ -77,15 +80,31 @@ def distinguishing(configs: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def label(flat: dict[str, Any], keys: list[str]) -> str:
-    """'algorithm=fedadamw, lr=0.003, partition.alpha=0.1': the run's values of `keys` (short
-    names where unambiguous; fields the run does not have are left out)."""
+def short_names(keys: list[str]) -> dict[str, str]:
+    """Dotted key -> its short name where no other key of `keys` shares it (`algorithm.name` ->
+    `algorithm`, `algorithm.lr` -> `lr`), else the dotted key (`partition.alpha` beside
+    `algorithm.alpha`)."""
     shorts = [k.split(".")[0] if k.endswith(".name") else k.split(".")[-1] for k in keys]
+    return {
+        key: short if shorts.count(short) == 1 else key
+        for key, short in zip(keys, shorts, strict=True)
+    }
+
+
+def label(flat: dict[str, Any], keys: list[str]) -> str:
+    """'algorithm=fedadamw, lr=0.003, Dir-0.1': the run's values of `keys`. Keys with a reading of
+    their own say what they are (`Dir-0.1` for partition.alpha, `α=0.5` for FedAdamW's
+    algorithm.alpha, `CNN` for model.name); the others read `short=value`, with the dotted key
+    where short names clash. Fields the run does not have are left out."""
+    names = short_names(keys)
     parts = []
-    for key, short in zip(keys, shorts, strict=True):
-        if key in flat:
-            name = short if shorts.count(short) == 1 else key
-            parts.append(f"{name}={flat[key]}")
+    for key in keys:
+        if key not in flat:
+            continue
+        if key in KEY_FORMATS or key in ("model.name", "data.name"):
+            parts.append(value_label(key, flat[key]))
+        else:
+            parts.append(f"{names[key]}={flat[key]}")
     return ", ".join(parts)
 
 
@@ -146,13 +165,63 @@ def list_runs(root: Path, where: list[str] | None = None) -> pd.DataFrame:
     return frame
 
 
-def as_text(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """(columns, rows) of a listing as text: 4 significant digits, blanks for missing values."""
-    rows = [
-        ["" if pd.isna(v) else f"{v:.4g}" if isinstance(v, float) else str(v) for v in row]
-        for row in frame.itertuples(index=False)
+#: Listing columns shown in the terminal only when they differ between the runs listed.
+CONSTANT_HIDDEN = ("status", "round")
+
+
+def as_rich(frame: pd.DataFrame, title: str) -> Table:
+    """The terminal listing: only the columns that differ between the runs (a value every run
+    shares, such as "completed" or the round, moves to the title), dotted config keys broken at
+    their dots over the header's lines, run ids in full (folded, never cut to `fedad…`), numbers
+    to 4 significant digits, blanks for missing values."""
+    frame = frame.drop(columns=["folder"], errors="ignore")
+    shared = []
+    for column in CONSTANT_HIDDEN:
+        if column in frame and len(frame) > 1 and frame[column].nunique(dropna=False) == 1:
+            shared.append(f"{column} {_text(frame[column].iloc[0])}")
+            frame = frame.drop(columns=[column])
+    view = Table(
+        title=title + (f" (every run: {', '.join(shared)})" if shared else ""),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for column in frame.columns:
+        header = _header(str(column))
+        width = max(
+            [len(line) for line in header.splitlines()] + [len(_text(v)) for v in frame[column]]
+        )
+        # Only the run id folds when the terminal is narrow: keys and numbers stay whole.
+        view.add_column(
+            header, overflow="fold", min_width=min(width, 24) if column == "run_id" else width
+        )
+    for row in frame.itertuples(index=False):
+        view.add_row(*(_text(v) for v in row))
+    return view
+
+
+def _header(key: str) -> str:
+    """`algorithm.name` -> `algorithm`; other dotted keys in full, one part per line
+    (`partition.` over `alpha`: never `alpha` alone, which FedAdamW's algorithm.alpha also is)."""
+    if key.count(".") == 1 and key.endswith(".name"):
+        return key.split(".")[0]
+    return key.replace(".", ".\n")
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def as_json(frame: pd.DataFrame) -> str:
+    """The listing as a JSON array of objects (missing values null), for scripts."""
+    records = [
+        {str(k): (None if _text(v) == "" else v) for k, v in row.items()}
+        for row in frame.astype(object).to_dict(orient="records")
     ]
-    return [str(c) for c in frame.columns], rows
+    return json.dumps(records, indent=1, default=str)
 
 
 def _last_row(folder: Path) -> dict[str, Any]:
@@ -161,20 +230,28 @@ def _last_row(folder: Path) -> dict[str, Any]:
     return rows[-1] if rows else {}
 
 
+def _run_folder(run: str, runs_root: Path) -> Path:
+    """A run folder given by its path, or by its id under RUNS_ROOT (`--root`'s runs/)."""
+    for path in (Path(run), runs_root / run):
+        if (path / "metrics.jsonl").is_file():
+            return path
+    if Path(run).is_dir() or (runs_root / run).is_dir():
+        folder = Path(run) if Path(run).is_dir() else runs_root / run
+        raise FedbenchError(
+            f"{folder} has no metrics.jsonl: not a run folder, or a run that has not evaluated "
+            "yet; list runs with `fedbench runs DIR`"
+        )
+    raise FedbenchError(
+        f"no run {run!r}: not a folder, nor a run id in {runs_root} (--root "
+        f"{runs_root.parent}); pass --root DIR, the --out the runs were written to, or the run "
+        "folder's path; list runs with `fedbench runs DIR`"
+    )
+
+
 def read_curves(runs: list[str], runs_root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """RUN (a run folder, or a run id under RUNS_ROOT) -> its metrics.jsonl as a frame, labelled
     by the fields that tell the runs apart; also returns those fields."""
-    folders = []
-    for run in runs:
-        path = Path(run)
-        if not (path / "metrics.jsonl").is_file() and (runs_root / run / "metrics.jsonl").is_file():
-            path = runs_root / run
-        if not (path / "metrics.jsonl").is_file():
-            raise FedbenchError(
-                f"{run} is not a run folder with metrics.jsonl (also looked in {runs_root / run}); "
-                "list runs with `fedbench runs DIR`"
-            )
-        folders.append(path)
+    folders = [_run_folder(run, runs_root) for run in runs]
     configs = [read_yaml(f / "config.yaml") for f in folders]
     keys = distinguishing(configs)
     series: dict[str, pd.DataFrame] = {}

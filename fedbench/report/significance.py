@@ -10,6 +10,7 @@ lead is within noise reads as a tie; an unmarked row differs from the best beyon
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 
 #: Seeds each cell needs before its difference from the best is tested.
@@ -24,14 +25,25 @@ def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
 
     Two constant samples (every seed gives the same value, e.g. a deterministic metric) have no
     noise: p is 1 when their values agree and 0 when they differ, where scipy gives NaN.
+    scipy's warnings (nearly identical values) are not printed; `welch_test` returns them.
     """
+    return welch_test(a, b)[0]
+
+
+def welch_test(a: Sequence[float], b: Sequence[float]) -> tuple[float, str | None]:
+    """(p, warning): welch_p, and scipy's RuntimeWarning as one line (None when it gave none),
+    e.g. when the seeds' values are nearly identical and the test loses precision."""
     from scipy import stats
 
     if len(a) < 2 or len(b) < 2:
-        return math.nan
+        return math.nan, None
     if _constant(a) and _constant(b):
-        return 1.0 if a[0] == b[0] else 0.0
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+        return (1.0 if a[0] == b[0] else 0.0), None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    messages = [str(w.message).split(". ")[0] for w in caught if w.category is RuntimeWarning]
+    return p, (messages[0] if messages else None)
 
 
 def _constant(values: Sequence[float]) -> bool:

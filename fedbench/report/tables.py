@@ -120,9 +120,14 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "setting_json": setting_json,
                     "values": [float(v) for v in ok],
                 }
-                record["cell"] = cell_text(record, metric)
                 record["paper"] = paper_text(p_mean, p_std, metric)
                 records.append(record)
+    # "(1 seed)" marks the cells of one seed where other cells have more; where every cell has
+    # one seed, the legend says so once.
+    counts = {r["n"] for r in records if r["n"] > 0}
+    mixed = 1 in counts and len(counts) > 1
+    for record in records:
+        record["cell"] = cell_text(record, record["metric"], one_seed_note=mixed)
     summary = pd.DataFrame.from_records(records)
     return _mark_best(summary) if len(summary) else summary
 
@@ -136,8 +141,9 @@ def _column_of(summary: pd.DataFrame, setting_json: str, metric: str) -> pd.Data
 
 def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
     """best: the rows whose mean, rounded as shown, is the column's best (ties share it; a column
-    where every row shows the same number has none). p_vs_best / tie: each row against the row
-    with the best unrounded mean, by Welch's t-test over seeds."""
+    where every row shows the same number has none, and so has a column with a cell of one
+    seed, whose lead says nothing about noise). p_vs_best / tie: each row against the row with
+    the best unrounded mean, by Welch's t-test over seeds."""
     summary = summary.copy()
     summary["best"] = False
     summary["p_vs_best"] = math.nan
@@ -147,7 +153,7 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
             continue  # measurements that explain, not scores: no best row
         rows = _column_of(summary, setting_json, metric)
         rows = rows[rows["n"] > 0]
-        if len(rows) < 2:
+        if len(rows) < 2 or (rows["n"] < 2).any():
             continue
         lower = metric in LOWER_IS_BETTER
         shown = pd.Series([float(fmt(m, metric)) for m in rows["mean"]], index=rows.index)
@@ -166,9 +172,10 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def cell_text(record: dict[str, Any], metric: str) -> str:
+def cell_text(record: dict[str, Any], metric: str, one_seed_note: bool = False) -> str:
     """'mean ± std' ('± std' only when the seeds differ: none for a deterministic metric such as
-    comm), or why the cell is empty; failed / diverged / missing seeds are noted."""
+    comm), or why the cell is empty; failed / diverged / missing seeds are noted, and with
+    one_seed_note a cell of one seed says '1 seed'."""
     n, mean, std = record["n"], record["mean"], record["std"]
     unreached = record.get("not_reached", 0)
     never = f"not reached in {record.get('rounds')} rounds"
@@ -185,6 +192,8 @@ def cell_text(record: dict[str, Any], metric: str) -> str:
     if n > 1 and not (isinstance(std, float) and (math.isnan(std) or std == 0.0)):
         text += f" ± {fmt(std, metric)}"
     notes = [f"{record[s]} {s}" for s in ("diverged", "failed", "missing") if record[s]]
+    if one_seed_note and n == 1:
+        notes.insert(0, "1 seed")
     if unreached:  # the mean is over the runs that reached the target
         notes.insert(0, f"{unreached} of {n + unreached} {never}")
     return text + (f" ({', '.join(notes)})" if notes else "")
@@ -240,6 +249,11 @@ class View:
     enough_seeds: bool = False
     #: The table config's `note:` (e.g. why our numbers are expected to differ from the paper's).
     note: str = ""
+    #: "all" when every cell with a value has one seed, "some" when some do, "" when none.
+    one_seed: str = ""
+    #: table.csv's header prefixes (ours, the paper's), e.g. ("digits", "CIFAR-100") where the
+    #: dataset that ran is not the paper's; empty when it is.
+    csv_prefix: tuple[str, str] = ("", "")
 
     @property
     def has_paper(self) -> bool:
@@ -247,7 +261,12 @@ class View:
 
     def short_legend(self) -> str:
         """The legend in one sentence, for a caption."""
-        text = "Mean ± std over seeds; bold: best as shown"
+        if self.one_seed == "all":
+            text = "Values of 1 seed (no std, no bold)"
+        else:
+            text = "Mean ± std over seeds; bold: best as shown"
+            if self.one_seed == "some":
+                text += " (not in columns with a cell of 1 seed)"
         if self.tested:
             text += f"; ≈: within noise of the best ({TEST_NAME}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
@@ -258,11 +277,22 @@ class View:
         """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
         bold is lost in a log file)."""
         best = f"bold {best_mark}" if best_mark else "bold"
-        lines = [
-            "cells: mean ± sample std (ddof 1) over seeds; no ± where every seed gives the same "
-            "value; failed, diverged or missing seeds are noted and left out of the mean",
-            f"{best}: the best mean of its column as shown (rows showing the same number share it)",
-        ]
+        skipped = "failed, diverged or missing seeds are noted and left out of the mean"
+        if self.one_seed == "all":
+            lines = [
+                f"cells: the value of 1 seed (n = 1: no ±); {skipped}",
+                "no bold: with 1 seed per cell no row is shown as best (run 3 or more seeds, "
+                "--seeds 3)",
+            ]
+        else:
+            one = " ('1 seed' where n = 1: no ±)" if self.one_seed == "some" else ""
+            lines = [
+                f"cells: mean ± sample std (ddof 1) over seeds{one}; no ± where every seed gives "
+                f"the same value; {skipped}",
+                f"{best}: the best mean of its column as shown (rows showing the same number "
+                "share it)"
+                + ("; none in a column with a cell of 1 seed" if self.one_seed == "some" else ""),
+            ]
         if self.tested:
             lines.append(
                 f"{TIE_MARK}: within noise of the column's best row ({TEST_NAME} over seeds, "
@@ -312,6 +342,8 @@ def build_view(
                 cells[key] = Cell(row["cell"], bool(row["best"]), tie)
                 paper[key] = row["paper"]
     enough = bool(len(summary)) and bool((summary["n"] >= MIN_SEEDS).any())
+    counts = set(summary["n"][summary["n"] > 0]) if len(summary) else set()
+    one_seed = "" if 1 not in counts else "all" if counts == {1} else "some"
     return View(
         groups=groups,
         methods=methods,
@@ -319,6 +351,7 @@ def build_view(
         paper=paper,
         tested=tested,
         enough_seeds=enough,
+        one_seed=one_seed,
         **texts,
     )
 
@@ -337,22 +370,32 @@ def _header(group: HeaderGroup, metric: str, paper: bool = False) -> str:
     return f"{label}: {sub}" if label else sub
 
 
+def _csv_header(group: HeaderGroup, metric: str, prefix: str, paper: bool = False) -> str:
+    """'digits / CNN / Dir-0.6: acc (%)': _header with the dataset in front where it differs."""
+    label = " / ".join(p for p in (prefix, group.paper_label if paper else group.label) if p)
+    sub = METRIC_LABELS.get(metric, metric)
+    return f"{label}: {sub}" if label else sub
+
+
 def to_wide(view: View) -> pd.DataFrame:
     """table.csv: a row per method; our cells (≈ marks kept), then the paper's columns, each
-    header prefixed `paper ` and named by the paper's setting."""
+    header prefixed `paper ` and named by the paper's setting; where that setting differs from
+    what ran, `paper at paper setting ` (and the datasets lead the headers where they differ)."""
+    ours_prefix, paper_prefix = view.csv_prefix
     data: dict[str, list[str]] = {"method": view.methods}
     for group in view.groups:
         for metric in group.metrics:
-            data[_header(group, metric)] = [
+            data[_csv_header(group, metric, ours_prefix)] = [
                 _decorated(
                     view.cells.get((m, group.setting_json, metric)), ("", ""), f" {TIE_MARK}"
                 )
                 for m in view.methods
             ]
     if view.has_paper:
+        name = "paper at paper setting " if view.paper_caveat else "paper "
         for group in view.groups:
             for metric in group.metrics:
-                data["paper " + _header(group, metric, paper=True)] = [
+                data[name + _csv_header(group, metric, paper_prefix, paper=True)] = [
                     view.paper.get((m, group.setting_json, metric), "") for m in view.methods
                 ]
     return pd.DataFrame(data)

@@ -32,6 +32,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, PlannedRun
 
 #: Outcomes of one run in a sweep.
@@ -194,7 +195,7 @@ class SweepProgress:
         """A run failed (or its worker died) and starts again from its checkpoint."""
         if self.console is None:
             return
-        where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+        where = cell_label(run.setting, run.cfg.to_dict())
         self.console.print(
             f"{run.method} {where} seed {run.seed}: {outcome.status}: {outcome.error}; "
             "retrying once from its checkpoint",
@@ -219,7 +220,7 @@ class SweepProgress:
             return
         if self.console is None:
             return
-        where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+        where = cell_label(run.setting, run.cfg.to_dict())
         acc = f" test_acc {outcome.test_acc:.2f}" if outcome.test_acc is not None else ""
         note = " (already done)" if outcome.cached else ""
         note += f" on node {outcome.node}" if outcome.node else ""

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from fedbench.engine.run_folder import child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
+from fedbench.report.ran import cell_label, plan_sentence
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.preflight import require_resources
 from fedbench.runner.report_folder import claim_report_folder, plan_fingerprint
@@ -39,7 +40,7 @@ class SweepResult:
         for run_id, outcome in self.outcomes.items():
             if outcome.status in ("failed", "diverged"):
                 run = described[run_id]
-                where = " ".join(f"{k}={v}" for k, v in run.setting.items())
+                where = cell_label(run.setting, run.cfg.to_dict())
                 out.append((f"{run.method} {where} seed {run.seed} ({run_id})", outcome))
         return out
 
@@ -65,13 +66,25 @@ def make_plan(
 
 
 def plan_table_view(plan: Plan) -> Table:
-    """One line per (row, column): its seeds, client steps and the first run id."""
-    view = Table(title=f"{plan.name}: {len(plan.runs)} runs")
-    for col in ("method", "column", "seeds", "client steps", "algorithm", "first run id"):
-        view.add_column(col, overflow="fold")
-    cells: dict[tuple[str, str], list] = {}
+    """One line per (row, column): its seeds, client steps and the first run id. Columns are
+    named by what runs in them ('CNN for ResNet-18 / Dir-0.6' under a preset), and the caption
+    says what the runs train, with the preset named."""
+    by_column: dict[str, list[dict]] = {}
+    labels = []
     for run in plan.runs:
-        where = ", ".join(f"{k}={v}" for k, v in run.setting.items()) or "-"
+        cfg = run.cfg.to_dict()
+        by_column.setdefault(json.dumps(run.setting), []).append(cfg)
+        labels.append(cell_label(run.setting, cfg))
+    view = Table(
+        title=f"{plan.name}: {len(plan.runs)} runs",
+        caption=f"what runs: {plan_sentence(plan.preset, by_column)}",
+        caption_justify="left",
+    )
+    for col in ("method", "column (what runs)", "seeds", "client steps", "algorithm"):
+        view.add_column(col, overflow="fold")
+    view.add_column("first run id", overflow="fold")
+    cells: dict[tuple[str, str], list] = {}
+    for run, where in zip(plan.runs, labels, strict=True):
         cells.setdefault((run.method, where), []).append(run)
     for (method, where), runs in cells.items():
         view.add_row(

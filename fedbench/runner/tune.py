@@ -33,6 +33,7 @@ from fedbench.config import parse_run_config, read_yaml, set_path
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.os_errors import check_writable
+from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
 from fedbench.yaml_safe import load_yaml
 
@@ -138,8 +139,20 @@ class Cell:
         return column_key(self.setting)
 
     @property
+    def label(self) -> str:
+        """The column by what runs in it ('CNN for ResNet-18 / Dir-0.6'): `column` stays the
+        grid's key, as tuned.yaml and `--column` spell it."""
+        return cell_label(self.setting, self.config)
+
+    @property
     def name(self) -> str:
+        """The study's key (by the grid's values: stable across presets, so tunes resume)."""
         return f"{self.method} | {self.column}"
+
+    @property
+    def shown(self) -> str:
+        """The cell as printed: 'FedAvg | CNN for ResNet-18 / Dir-0.6'."""
+        return f"{self.method} | {self.label}"
 
 
 @dataclass
@@ -181,7 +194,7 @@ def _trial_run(cell: Cell, params: dict[str, Any], plan: Plan) -> PlannedRun:
     try:
         cfg = parse_run_config(data)
     except FedbenchError as exc:
-        raise FedbenchError(f"tune {cell.name}: {exc}") from None
+        raise FedbenchError(f"tune {cell.shown}: {exc}") from None
     return PlannedRun(cell.method, cell.setting, cfg.seed, cfg)
 
 
@@ -195,6 +208,8 @@ class TuneResult:
     tuned: Tuned
     #: Per cell: (method, column, best values, best score, completed, pruned, failed).
     rows: list[tuple[str, str, dict[str, Any], float, int, int, int]] = field(default_factory=list)
+    #: (method, column) -> the column by what ran in it (Cell.label).
+    labels: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 Launch = Callable[[Plan], dict[str, Any]]
@@ -237,7 +252,8 @@ def tune(
         queue = []
     tuned, rows = _best(cells)
     _write_tuned(folder / TUNED_FILE, plan, fields, tuned, rows, val_fraction, rounds)
-    return TuneResult(folder, tuned, rows)
+    labels = {(cell.method, cell.column): cell.label for cell in cells}
+    return TuneResult(folder, tuned, rows, labels)
 
 
 def _check_space(cells: list[Cell], fields: list[SearchField], plan: Plan) -> None:
@@ -400,7 +416,9 @@ def _describe(item: Trial) -> str:
     )
     # The objective is measured on the validation split: say so, so it never reads as test accuracy.
     score = f" validation {OBJECTIVE} {frozen.value:.2f}" if frozen.value is not None else ""
-    return f"{item.cell.name} trial {frozen.number}: {values} -> {frozen.state.name.lower()}{score}"
+    return (
+        f"{item.cell.shown} trial {frozen.number}: {values} -> {frozen.state.name.lower()}{score}"
+    )
 
 
 def _best(

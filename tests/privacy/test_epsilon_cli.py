@@ -27,7 +27,7 @@ def test_epsilon_of_a_shipped_dp_table_config(run_cli) -> None:
     assert code == 0, err
     rows = _rows(out)
     assert [r[0] for r in rows] == ["DP-FedAvg"] * 4 + ["DP-FedSAM"] * 4
-    assert rows[0][1] == "data.name=cifar10, partition.alpha=0.6"
+    assert rows[0][1] == "CIFAR-10 / Dir-0.6"
     # The same cell computed by hand from its run config: a single run's plan.
     plan = make_plan("dp_table2", methods=["DP-FedSAM"], seeds=[0])
     cfg = plan.runs[0].cfg
@@ -55,7 +55,7 @@ def test_epsilon_by_table_name_with_a_column_pick(run_cli) -> None:
     )
     assert code == 0, err
     rows = _rows(out)
-    assert len(rows) == 6 and {r[1] for r in rows} == {"data.name=cifar100, partition.alpha=0.1"}
+    assert len(rows) == 6 and {r[1] for r in rows} == {"CIFAR-100 / Dir-0.1"}
     cfg = load_run_config(
         None,
         [
@@ -79,3 +79,24 @@ def test_epsilon_picks_that_do_not_exist_are_one_line_errors(run_cli) -> None:
     assert code == 2 and "no value 'cifar1000'" in err
     code, _, err = run_cli("epsilon", "table1", "--client-size", "10")
     assert code == 2 and "no private run" in err
+
+
+def test_epsilon_columns_say_what_runs_under_a_preset(run_cli) -> None:
+    code, out, err = run_cli(
+        "epsilon",
+        "dp_table2",
+        "--preset",
+        "quick",
+        "--methods",
+        "DP-FedAvg",
+        "--seeds",
+        "1",
+        "--column",
+        "partition.alpha=0.6",
+        "--client-size",
+        "100",
+    )
+    assert code == 0, err
+    columns = [r[1] for r in _rows(out)]
+    assert columns == ["digits for CIFAR-10 / Dir-0.6", "digits for CIFAR-100 / Dir-0.6"]
+    assert "data.name=cifar10" not in out

@@ -85,3 +85,58 @@ def test_user_errors_are_one_line(tmp_path: Path, sides: list[str], message: str
         compare([s.format(f=folder) for s in sides])
     code, _, err = run_cli("compare", *[s.format(f=folder) for s in sides])
     assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_no_p_value_is_printed_where_no_test_was_made(tmp_path: Path, run_cli) -> None:
+    folder = _folder(tmp_path, "t", {**ACC, "Local SGD": [50.0, None, None]})
+    code, out, err = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
+    assert code == 0, err
+    row = next(line for line in out.splitlines() if "not tested (fewer than 3 seeds)" in line)
+    assert "nan" not in out and "│ - " in row
+    assert "50.00 (n=1)" in row and "± 0.00" not in row  # one seed: no spread to print
+
+
+def test_scipy_warning_is_one_line_not_a_traceback_warning(tmp_path: Path, run_cli) -> None:
+    nearly = [71.66666666666667, 71.66666666666667, 71.66666666666668]
+    folder = _folder(
+        tmp_path, "t", {**ACC, "FedAdamW": [71.66666666666667] * 3, "Local SGD": nearly}
+    )
+    [c, *_] = compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"])
+    assert c.warning is not None and "Precision loss" in c.warning
+    code, out, err = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
+    assert code == 0 and "RuntimeWarning" not in out + err
+    notes = [line for line in out.splitlines() if line.startswith("note: scipy warned")]
+    assert len(notes) == 1 and "2 of 2 tests" in notes[0]
+
+
+def test_a_row_without_runs_says_so(tmp_path: Path, run_cli) -> None:
+    data = tiny_table_data()
+    data["seeds"] = [0]
+    plan = expand(parse_table_config(data), methods=["FedAdamW"])
+    for run in plan.runs:
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, 70.0)
+    write_plan(plan, tmp_path / plan.name)
+    folder = tmp_path / plan.name
+    code, _, err = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"no runs for row 'Local SGD' in {folder}" in err and "share no column" not in err
+    failed = _folder(tmp_path / "f", "t", {**ACC, "Local SGD": [None, None, None]})
+    with pytest.raises(FedbenchError, match=r"no completed runs for row 'Local SGD' .*6 failed"):
+        compare([f"{failed}:FedAdamW", f"{failed}:Local SGD"])
+
+
+def test_columns_are_labelled_by_what_ran_with_the_preset(tmp_path: Path, run_cli) -> None:
+    data = tiny_table_data()
+    data["grid"] = {"model.name": ["resnet18"]}
+    data["seeds"] = [0]
+    data["presets"] = {"quick": {"model.name": {"resnet18": "logreg"}, "fl.rounds": 2}}
+    plan = expand(parse_table_config(data), preset="quick")
+    for run in plan.runs:
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, 70.0)
+    write_plan(plan, tmp_path / plan.name)
+    folder = tmp_path / plan.name
+    [c] = compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"])
+    assert c.column_label == "LogReg for ResNet-18"
+    code, out, _ = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
+    assert code == 0 and "LogReg for ResNet-18" in out and "model.name=resnet18" not in out
+    assert "what ran in tiny-quick:FedAdamW and tiny-quick:Local SGD: preset quick; digits" in out

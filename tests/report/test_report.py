@@ -71,10 +71,11 @@ def test_report_recomputes_mean_and_sample_std(table_folder: Path):
         "mean",
         "std",
         "n",
-        "paper_mean",
-        "paper_std",
+        "paper_mean_at_paper_setting",  # the preset trains a logreg, not the paper's ResNet-18
+        "paper_std_at_paper_setting",
     ):
         assert col in csv.columns
+    assert set(csv["model.name"]) == {"logreg"} and set(csv["paper_model.name"]) == {"resnet18"}
     md = (table_folder / "table.md").read_text()
     assert "73.83 ± 5.39 (1 diverged)" in md  # mean/std of 70, 71.5, 80
     assert "**73.83 ± 5.39 (1 diverged)**" in md  # best in the column
@@ -156,7 +157,11 @@ def test_table_note_is_printed_under_the_table(tmp_path: Path):
     console.print(report.rich)
     terminal = console.export_text()
     assert data["note"] in terminal
-    assert terminal.index("cells: mean") < terminal.index(data["note"]) < terminal.index("paper (")
+    assert (
+        terminal.index("cells: the value of 1 seed")
+        < terminal.index(data["note"])
+        < terminal.index("paper (")
+    )
 
 
 def test_rounds_to_target_counts_unreached_runs_and_never_averages_them(table_folder: Path):

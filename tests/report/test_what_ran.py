@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -95,8 +96,8 @@ def test_quick_preset_report_states_what_ran_and_keeps_the_paper_apart(tmp_path:
     assert report.view.ran.startswith("digits, model LogReg; 5 clients")
     assert any("Welch's t-test" in line for line in report.view.legend())
     wide = report.table
-    assert "LogReg / Dir-0.1: acc (%)" in wide.columns
-    assert "paper ResNet-18 / Dir-0.1: acc (%)" in wide.columns
+    assert "digits / LogReg / Dir-0.1: acc (%)" in wide.columns
+    assert "paper at paper setting CIFAR-100 / ResNet-18 / Dir-0.1: acc (%)" in wide.columns
     # table.tex leaves the paper out unless asked; the caption says what ran
     tex = (folder / "table.tex").read_text()
     assert "66.12" not in tex and r"\multicolumn{2}{c}{LogReg / Dir-0.6}" in tex
@@ -252,3 +253,77 @@ def test_tuned_values_are_stated_per_row(tmp_path: Path):
     folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
     report = build_report(folder)
     assert report.view.details.endswith("; tuned (fedbench tune): FedAdamW algorithm.lr=0.02")
+
+
+def test_one_seed_has_no_bold_and_the_legend_says_1_seed(tmp_path: Path):
+    folder = write_table(tmp_path, tiny_table_data(), spread, seeds=1)
+    report = build_report(folder)
+    md = (folder / "table.md").read_text()
+    assert "**" not in md.split("**What ran:**")[1].split("## paper")[0]
+    assert "| Local SGD | 60.00 |" in md and "| FedAdamW | 80.00 |" in md  # not bold
+    assert not report.summary["best"].any()
+    legend = report.view.legend()
+    assert legend[0].startswith("cells: the value of 1 seed (n = 1: no ±)")
+    assert "every seed gives the same value" not in " ".join(legend)
+    assert legend[1].startswith("no bold: with 1 seed per cell")
+    assert r"\textbf" not in (folder / "table.tex").read_text()
+    assert "Values of 1 seed (no std, no bold)" in (folder / "table.tex").read_text()
+
+
+def test_a_cell_of_one_seed_among_more_says_1_seed_and_its_column_has_no_bold(tmp_path: Path):
+    data = tiny_table_data()
+    data["grid"] = {"partition.alpha": [0.6, 0.1]}
+    plan = expand(parse_table_config(data))
+    for run in plan.runs:  # Dir-0.1 FedAdamW: seed 1 failed, one seed left
+        failed = run.method == "FedAdamW" and run.setting["partition.alpha"] == 0.1 and run.seed
+        status = "failed" if failed else "completed"
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, spread(run.method, {}, run.seed), status)
+    write_plan(plan, tmp_path / plan.name)
+    report = build_report(tmp_path / plan.name)
+    md = (tmp_path / plan.name / "table.md").read_text()
+    assert "| FedAdamW | **80.50 ± 0.71** |" in md  # Dir-0.6: two seeds a cell, bold as before
+    assert "80.00 (1 seed, 1 failed)" in md and "**80.00" not in md  # Dir-0.1: no bold
+    assert "'1 seed' where n = 1" in report.view.legend()[0]
+
+
+def test_summary_csv_labels_rows_by_what_ran_and_keeps_the_papers_setting_apart(tmp_path: Path):
+    folder = write_table(
+        tmp_path, paper_like_table(), spread, preset="quick", overrides=["algorithm.lr=0.05"]
+    )
+    build_report(folder)
+    long = pd.read_csv(folder / "summary.csv")
+    # what ran, per row: never the grid's resnet18 / the paper's dataset
+    assert set(long["model.name"]) == {"logreg"} and set(long["data.name"]) == {"digits"}
+    assert set(long["fl.rounds"]) == {3} and set(long["algorithm.lr"]) == {0.05}
+    assert set(long["preset"]) == {"quick"}
+    # the paper's setting, and its numbers, in columns that say so
+    assert set(long["paper_model.name"]) == {"resnet18"}
+    assert set(long["paper_data.name"]) == {"cifar100"} and set(long["paper_fl.rounds"]) == {300}
+    assert "paper_mean" not in long.columns and "paper_std" not in long.columns
+    cell = long[
+        (long["method"] == "FedAdamW")
+        & (long["partition.alpha"] == 0.6)
+        & (long["metric"] == "test_acc")
+    ]
+    assert list(cell["paper_mean_at_paper_setting"]) == [66.12]
+    assert list(cell["mean"]) == [81.0] and list(cell["n"]) == [3]
+    front = ["method", "model.name", "partition.alpha", "data.name", "partition.clients"]
+    assert list(long.columns[: len(front)]) == front
+
+
+def test_summary_csv_at_the_papers_setting_keeps_the_design_columns(tmp_path: Path):
+    folder = write_table(tmp_path, paper_like_table(), spread)
+    build_report(folder)
+    long = pd.read_csv(folder / "summary.csv")
+    design = ["method", "model.name", "partition.alpha", "metric", "mean", "std", "n"]
+    assert list(long.columns[:9]) == [*design, "paper_mean", "paper_std"]
+    assert "preset" not in long.columns and "paper_model.name" not in long.columns
+    cell = long[
+        (long["method"] == "FedAdamW")
+        & (long["partition.alpha"] == 0.6)
+        & (long["metric"] == "test_acc")
+    ]
+    assert list(cell["paper_mean"]) == [66.12] and list(cell["model.name"]) == ["resnet18"]
+    wide = pd.read_csv(folder / "table.csv")
+    assert "paper ResNet-18 / Dir-0.6: acc (%)" in wide.columns
+    assert "ResNet-18 / Dir-0.6: acc (%)" in wide.columns

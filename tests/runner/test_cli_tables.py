@@ -32,3 +32,23 @@ def test_dry_run_prints_plan_and_cost(tiny_table_path: Path, tmp_path, run_cli):
     assert code == 0
     assert "4 runs" in out and "client steps" in out
     assert not (tmp_path / "o").exists()
+
+
+def test_dry_run_labels_columns_by_what_runs_with_the_preset(run_cli, tmp_path):
+    code, out, err = run_cli(
+        "run",
+        "table1",
+        "--preset",
+        "quick",
+        "--methods",
+        "FedAvg",
+        "--seeds",
+        "1",
+        "--dry-run",
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert code == 0, err
+    assert "CNN for ResNet-18 / Dir-0.6" in out and "LogReg for ViT-Tiny / Dir-0.1" in out
+    assert "model.name=resnet18" not in out
+    assert "what runs: preset quick: digits, model CNN or LogReg (per column)" in out

@@ -185,3 +185,29 @@ def test_tune_command_line_writes_tuned_yaml(tmp_path: Path, run_cli) -> None:
     written = yaml.safe_load((tmp_path / "tiny-tune" / "tuned.yaml").read_text())
     assert written["rows"]["Local SGD"]["partition.alpha=0.6"]["values"] == {"algorithm.lr": 0.1}
     assert "--tuned" in out
+
+
+def test_tune_prints_columns_by_what_ran_and_keeps_the_grid_key_in_tuned_yaml(
+    tmp_path: Path, run_cli
+) -> None:
+    data = yaml.safe_load(_table(tmp_path).read_text())
+    data["presets"] = {"small": {"partition.alpha": {0.6: 0.3}}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, out, err = run_cli(
+        "tune",
+        str(path),
+        "--preset",
+        "small",
+        "--grid",
+        "algorithm.lr=0.1",
+        "--rounds",
+        "1",
+        "--out",
+        str(tmp_path),
+    )
+    assert code == 0, err
+    assert "Local SGD | Dir-0.3 for Dir-0.6 trial 0" in out  # the trial line
+    assert "│ Dir-0.3 for Dir-0.6" in out and "partition.alpha=0.6" not in out.split("wrote")[0]
+    written = yaml.safe_load((tmp_path / "tiny-small-tune" / "tuned.yaml").read_text())
+    assert list(written["rows"]["Local SGD"]) == ["partition.alpha=0.6"]
