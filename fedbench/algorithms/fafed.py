@@ -3,8 +3,8 @@ STORM momentum (momentum-based variance reduction) preconditioned by an adaptive
 shared by all clients and held fixed between communications; x, m and v are averaged at every
 communication. A baseline of the FedAdamom paper; DP-FAFED (Table 9 of DP-FedAdamW) is dp_fafed.
 
-The order of the public FAFED code (its `FAFED(train_set, test_set, model, args, device)`
-training function, one process per worker, all-reduce at each communication): a step first
+The order of a public FAFED implementation (FAFED.py, its `FAFED(train_set, test_set, model,
+args, device)` training function, one process per worker, all-reduce at each communication): a step first
 computes m at the current point, then moves with it.
 
 Round 0 is FAFED's initial exchange: each sampled client computes g(x_0) on one batch, uploads
