@@ -14,7 +14,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import launch
 from fedbench.runner.space import row_space
-from fedbench.runner.table_config import expand, parse_table_config
+from fedbench.runner.table_config import column_key, expand, parse_table_config
 from fedbench.runner.tune import (
     STUDY_FILE,
     Cell,
@@ -254,3 +254,17 @@ def test_fedadamom_tables_carry_valid_spaces_for_their_tuned_baselines(name: str
                 for value in f.values:
                     cfg = _trial_run(cell, {f.key: value}, plan).cfg
                     assert cfg.to_dict()["algorithm"][f.key.split(".")[1]] == value
+    # The shipped quick-preset tune applies to the table (tuned rows, known columns).
+    shipped = Path(__file__).parents[2] / "configs" / "fedadamom" / "tuned" / f"{name}-quick.yaml"
+    if shipped.is_file():
+        tuned = load_tuned(shipped, table)
+        plan = expand(table, preset="quick", seeds=1, tuned=tuned)
+        columns = {column_key(r.setting) for r in plan.runs}
+        assert all(set(cells) <= columns for cells in tuned.values())
+        fafed = [
+            r for r in plan.runs if r.method == "FAFED" and r.setting["data.name"] != "cifar10"
+        ]
+        assert fafed and all(
+            r.cfg.algorithm.lr == tuned["FAFED"][column_key(r.setting)]["algorithm.lr"]
+            for r in fafed
+        )
