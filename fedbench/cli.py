@@ -444,7 +444,11 @@ def tune(
     ],
     space: Annotated[
         list[str] | None,
-        typer.Option("--space", help="A searched field, KEY=log:LOW:HIGH (or uniform:, int:)."),
+        typer.Option(
+            "--space",
+            help="A searched field, KEY=log:LOW:HIGH (or uniform:, int:); without --space and "
+            "--grid each row searches the table config's `tuning:` space.",
+        ),
     ] = None,
     grid: Annotated[
         list[str] | None,

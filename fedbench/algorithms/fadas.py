@@ -12,8 +12,9 @@ FADAS' delay-adaptive server lr (eta_g scaled by 1/tau_max once the largest stal
 threshold) only acts on asynchronous buffers; in synchronous rounds every delay is 0 and it is 1.
 A separate algorithm rather than a switch of fedadam: v starts at 0 (fedadam: tau^2), eps sits
 outside the corrected root (fedadam: tau outside the uncorrected one) and it bias-corrects.
-Defaults from the code's options.py: beta1 0.9, beta2 0.99, eps 1e-8; server lr 1e-3, the value
-of the README's CIFAR-10 ResNet command. comm_up d, comm_down d.
+Defaults from the code's options.py: beta1 0.9, beta2 0.99, eps 1e-8; server lr 1e-4, the value
+of the README's CIFAR-10 ResNet command without delay adaptation (asyncfl_forward.py; the
+delay-adaptive command, g_delay_adaptive.py, uses 1e-3). comm_up d, comm_down d.
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from fedbench.algorithms.registry import ALGORITHMS
 class FADASConfig(FedAvgConfig):
     name: str = "fadas"
     server_lr: float = Field(
-        default=1.0e-3, gt=0, description="eta of the server AMSGrad step (FADAS README: 1e-3)"
+        default=1.0e-4,
+        gt=0,
+        description="eta of the server AMSGrad step (FADAS README, without delay adaptation)",
     )
     beta1: float = Field(
         default=0.9, ge=0, lt=1, description="decay of the server's first moment m"

@@ -7,6 +7,8 @@ rebuilt in PyTorch with the same layers:
   the classes; inputs 3x84x84. The norm is LEAF's BatchNorm (`model.norm: bn`) or GroupNorm.
 - char_lstm: embedding 8 of the 80 LEAF symbols, two LSTM layers of 256, dense to the 80 symbols
   from the last step (next-character prediction); inputs (80,) character codes.
+- char_lstm_100: the same with two LSTM layers of 100, the size of the FedAdamom code's
+  Shakespeare model (`shakes_LSTM` in its models/Nets.py; the paper states none).
 """
 
 from __future__ import annotations
@@ -62,13 +64,13 @@ def leaf_celeba_cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes:
 
 
 class CharLSTM(nn.Module):
-    """Embedding 8 -> 2-layer LSTM 256 -> dense on the last step."""
+    """Embedding 8 -> 2-layer LSTM of `hidden` (LEAF: 256) -> dense on the last step."""
 
-    def __init__(self, symbols: int, num_classes: int) -> None:
+    def __init__(self, symbols: int, num_classes: int, hidden: int = 256) -> None:
         super().__init__()
         self.embed = nn.Embedding(symbols, 8)
-        self.lstm = nn.LSTM(8, 256, num_layers=2, batch_first=True)
-        self.head = nn.Linear(256, num_classes)
+        self.lstm = nn.LSTM(8, hidden, num_layers=2, batch_first=True)
+        self.head = nn.Linear(hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out, _ = self.lstm(self.embed(x.long()))
@@ -83,3 +85,13 @@ def char_lstm(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) 
             f"model char_lstm needs character sequences (L,), got shape {input_shape}"
         )
     return CharLSTM(num_classes, num_classes)
+
+
+@MODELS.register("char_lstm_100")
+def char_lstm_100(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The FedAdamom code's Shakespeare LSTM: embedding 8, two LSTM layers of 100, next symbol."""
+    if len(input_shape) != 1:
+        raise FedbenchError(
+            f"model char_lstm_100 needs character sequences (L,), got shape {input_shape}"
+        )
+    return CharLSTM(num_classes, num_classes, hidden=100)

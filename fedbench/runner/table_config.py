@@ -46,6 +46,7 @@ from fedbench.config import (
     set_path,
 )
 from fedbench.errors import FedbenchError
+from fedbench.runner.space import row_space
 from fedbench.suggest import did_you_mean
 
 #: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
@@ -106,6 +107,9 @@ class TableConfig(Strict):
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
     presets: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    #: Row label -> {dotted key: [values] (a grid) | "log:LOW:HIGH"}: the space `fedbench tune
+    #: TABLE` searches for that row when no --space/--grid is given (docs/tuning.md).
+    tuning: dict[str, dict[str, Any]] = Field(default_factory=dict)
     report: Literal["final", "best", "last_k_mean"] = "final"
     last_k: int = Field(default=3, ge=1)
 
@@ -141,6 +145,13 @@ class TableConfig(Strict):
                     f"column_overrides.{key}: {unknown[0]!r} is not one of the grid's values "
                     f"{self.grid[key]}"
                 )
+        for row, spec in self.tuning.items():
+            if row not in self.methods:
+                raise ValueError(
+                    f"tuning: {row!r} is not a row;{did_you_mean(row, self.methods)} rows: "
+                    f"{', '.join(self.methods)}"
+                )
+            row_space(row, spec)
         return self
 
     def column_items(self, setting: dict[str, Any]) -> list[tuple[str, Any]]:

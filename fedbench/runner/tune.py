@@ -34,11 +34,22 @@ from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.os_errors import check_writable
 from fedbench.report.ran import cell_label
+from fedbench.runner.space import (
+    SPACE_HELP,
+    SearchField,
+    _split,
+    optuna_module,
+    parse_grid,
+    parse_space,
+    row_space,
+)
 from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
-from fedbench.yaml_safe import load_yaml
 
 if TYPE_CHECKING:
     import optuna
+
+# Re-exported: the command line and callers parse --space/--grid through this module.
+__all__ = ["SPACE_HELP", "SearchField", "parse_grid", "parse_space", "tune"]
 
 TUNED_FILE = "tuned.yaml"
 STUDY_FILE = "study.db"
@@ -47,78 +58,7 @@ OBJECTIVE = "test_acc"
 
 
 def _optuna() -> Any:
-    try:
-        import optuna
-    except ImportError:
-        raise FedbenchError(
-            "fedbench tune needs Optuna; install it with `pip install 'fedbench[tune]'`"
-        ) from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
-
-
-# ---------------------------------------------------------------------------------------------
-# Search spaces
-
-
-@dataclass(frozen=True)
-class SearchField:
-    """One searched config field: a dotted key and its Optuna distribution."""
-
-    key: str
-    kind: str  # log | uniform | int | grid
-    values: tuple[Any, ...]
-
-    def distribution(self) -> Any:
-        dist = _optuna().distributions
-        if self.kind == "grid":
-            return dist.CategoricalDistribution(self.values)
-        low, high = self.values
-        if self.kind == "int":
-            return dist.IntDistribution(int(low), int(high))
-        return dist.FloatDistribution(float(low), float(high), log=self.kind == "log")
-
-
-SPACE_HELP = "KEY=log:LOW:HIGH | uniform:LOW:HIGH | int:LOW:HIGH"
-
-
-def _split(item: str, flag: str, form: str) -> tuple[str, str]:
-    key, sep, spec = item.partition("=")
-    if not sep or not key.strip() or not spec.strip():
-        raise FedbenchError(f"{flag} {item!r} is not of the form {form}")
-    return key.strip(), spec.strip()
-
-
-def parse_space(item: str) -> SearchField:
-    """`algorithm.lr=log:1e-4:1e-1` -> a log-uniform float field (also uniform:, int:)."""
-    key, spec = _split(item, "--space", SPACE_HELP)
-    parts = spec.split(":")
-    if len(parts) != 3 or parts[0] not in ("log", "uniform", "int"):
-        raise FedbenchError(f"--space {item!r} is not of the form {SPACE_HELP}")
-    try:
-        low, high = (float(p) for p in parts[1:])
-    except ValueError:
-        raise FedbenchError(f"--space {item!r}: LOW and HIGH must be numbers") from None
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise FedbenchError(f"--space {item!r}: LOW and HIGH must be finite numbers")
-    if not low < high or (parts[0] == "log" and low <= 0):
-        raise FedbenchError(f"--space {item!r}: need LOW < HIGH (and LOW > 0 for log)")
-    return SearchField(key, parts[0], (low, high))
-
-
-def parse_grid(item: str) -> SearchField:
-    """`algorithm.lr=1e-4,3e-4,1e-3` -> a grid field (values parsed as YAML)."""
-    key, spec = _split(item, "--grid", "KEY=V1,V2,...")
-    try:
-        values = tuple(load_yaml(v) for v in spec.split(",") if v.strip())
-    except yaml.YAMLError:
-        raise FedbenchError(
-            f"--grid {item!r}: a value is not valid YAML; list plain values, e.g. "
-            "--grid algorithm.lr=1e-4,3e-4 (a list value needs no brackets)"
-        ) from None
-    if not values:
-        raise FedbenchError(f"--grid {item!r} lists no values")
-    return SearchField(key, "grid", values)
+    return optuna_module()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,6 +73,10 @@ class Cell:
     setting: dict[str, Any]
     config: dict[str, Any]
     study: optuna.Study | None = None
+    #: The fields this cell searches (--space/--grid, else its row's `tuning:` space).
+    fields: list[SearchField] = field(default_factory=list)
+    #: Trials this cell's study runs.
+    trials: int = 0
 
     @property
     def column(self) -> str:
@@ -229,40 +173,75 @@ def tune(
     batch: int = 1,
     on_trial: Callable[[str], None] | None = None,
 ) -> TuneResult:
-    """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials."""
-    trials = _trial_budget(fields, trials, val_fraction)
+    """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials.
+    With no `fields`, each row searches its own `tuning:` space of the table config and rows
+    without one are left out (`on_trial` says which)."""
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
-    _check_space(cells, fields, plan)  # a refused space writes nothing (no study.db)
+    cells = _assign_spaces(cells, fields, plan.table, trials, val_fraction, on_trial)
+    _check_space(cells, plan)  # a refused space writes nothing (no study.db)
     folder = child_folder(out, f"{plan.name}-tune")  # inside OUT whatever the table is named
     check_writable(folder)  # a read-only --out: one line, before SQLite fails without a path
     _open_studies(
         cells,
-        fields,
         folder / STUDY_FILE,
         seed,
-        lambda cell: study_name(cell, fields, rounds, val_fraction),
+        lambda cell: study_name(cell, cell.fields, rounds, val_fraction),
     )
-    distributions = {f.key: f.distribution() for f in fields}
     queue = _resumed_trials(cells, plan)
     while True:
-        queue += _new_trials(cells, trials, distributions, plan, batch - len(queue))
+        queue += _new_trials(cells, plan, batch - len(queue))
         if not queue:
             break
         _run_batch(queue, plan, launch, out, on_trial)
         queue = []
     tuned, rows = _best(cells)
-    _write_tuned(folder / TUNED_FILE, plan, fields, tuned, rows, val_fraction, rounds)
+    _write_tuned(folder / TUNED_FILE, plan, cells, tuned, rows, val_fraction, rounds)
     labels = {(cell.method, cell.column): cell.label for cell in cells}
     return TuneResult(folder, tuned, rows, labels)
 
 
-def _check_space(cells: list[Cell], fields: list[SearchField], plan: Plan) -> None:
+def _check_space(cells: list[Cell], plan: Plan) -> None:
     """Every cell's config is valid at each end of every range and at every grid value (a field
     that does not exist, or a value out of its range, is an error before anything is written)."""
     for cell in cells:
-        for f in fields:
+        for f in cell.fields:
             for value in f.values:
                 _trial_run(cell, {f.key: int(value) if f.kind == "int" else value}, plan)
+
+
+def _assign_spaces(
+    cells: list[Cell],
+    fields: list[SearchField],
+    table: TableConfig,
+    trials: int | None,
+    val_fraction: float,
+    on_trial: Callable[[str], None] | None,
+) -> list[Cell]:
+    """Give each cell its search fields and trial budget: the command line's fields for every
+    cell, else the row's `tuning:` space of the table config (rows without one are not tuned)."""
+    if fields:
+        budget = _trial_budget(fields, trials, val_fraction)
+        for cell in cells:
+            cell.fields, cell.trials = list(fields), budget
+        return cells
+    if not table.tuning:
+        raise FedbenchError(
+            f"give at least one --space or --grid field to tune ({table.table} has no `tuning:` "
+            "spaces of its own)"
+        )
+    kept = [cell for cell in cells if cell.method in table.tuning]
+    if not kept:
+        raise FedbenchError(
+            f"none of the chosen rows has a tuning space in {table.table}; rows with one: "
+            f"{', '.join(table.tuning)} (or give --space/--grid)"
+        )
+    for cell in kept:
+        cell.fields = row_space(cell.method, table.tuning[cell.method])
+        cell.trials = _trial_budget(cell.fields, trials, val_fraction)
+    skipped = sorted({c.method for c in cells} - set(table.tuning))
+    if skipped and on_trial is not None:
+        on_trial(f"not tuned (no tuning space in {table.table}): {', '.join(skipped)}")
+    return kept
 
 
 def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: float) -> int:
@@ -301,7 +280,6 @@ def study_name(
 
 def _open_studies(
     cells: list[Cell],
-    fields: list[SearchField],
     path: Path,
     seed: int,
     signature: Callable[[Cell], str],
@@ -318,6 +296,7 @@ def _open_studies(
             sampler=optuna.samplers.TPESampler(seed=seed),
             pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
         )
+        fields = cell.fields
         if all(f.kind == "grid" for f in fields) and not cell.study.get_trials(deepcopy=False):
             # A grid is enqueued point by point (Optuna's GridSampler stops the study from
             # inside, which only works under study.optimize, not with ask/tell).
@@ -342,17 +321,15 @@ def _resumed_trials(cells: list[Cell], plan: Plan) -> list[Trial]:
     return found
 
 
-def _new_trials(
-    cells: list[Cell], trials: int, distributions: dict[str, Any], plan: Plan, room: int
-) -> list[Trial]:
+def _new_trials(cells: list[Cell], plan: Plan, room: int) -> list[Trial]:
     """Up to `room` new trials, round-robin over the cells that still need some."""
     new: list[Trial] = []
     while len(new) < room:
-        open_cells = [c for c in cells if _finished(c.study) < trials]
+        open_cells = [c for c in cells if _finished(c.study) < c.trials]
         if not open_cells:
             break
         for cell in open_cells[: room - len(new)]:
-            trial = cell.study.ask(distributions)
+            trial = cell.study.ask({f.key: f.distribution() for f in cell.fields})
             new.append(Trial(cell, trial, _trial_run(cell, trial.params, plan)))
     return new
 
@@ -442,7 +419,7 @@ def _best(
 def _write_tuned(
     path: Path,
     plan: Plan,
-    fields: list[SearchField],
+    cells: list[Cell],
     tuned: Tuned,
     rows: list[tuple[str, str, dict[str, Any], float, int, int, int]],
     val_fraction: float,
@@ -455,8 +432,9 @@ def _write_tuned(
         earlier = read_yaml(path)
         if earlier.get("table") == plan.table.table and earlier.get("preset") == plan.preset:
             document["rows"] = earlier.get("rows") or {}
-    space = _space(fields)
-    for method, column, values, score, complete, pruned, failed in rows:
+    for cell, (method, column, values, score, complete, pruned, failed) in zip(
+        cells, rows, strict=True
+    ):
         document["rows"].setdefault(method, {})[column] = {
             "values": values,
             "score": None if math.isnan(score) else round(score, 4),
@@ -467,7 +445,7 @@ def _write_tuned(
                 "rounds": rounds,
                 "at": "final round",
             },
-            "space": space,
+            "space": _space(cell.fields),
             "trials": {"completed": complete, "pruned": pruned, "failed": failed},
         }
     header = "# Written by `fedbench tune`; apply with `fedbench run TABLE --tuned THIS_FILE`.\n"

@@ -40,5 +40,6 @@ def test_fadas_three_rounds_by_hand() -> None:
 
 def test_fadas_defaults_follow_the_official_code() -> None:
     p = make("fadas").params
-    assert (p.beta1, p.beta2, p.eps, p.v_max_init, p.server_lr) == (0.9, 0.99, 1e-8, 0.0, 1e-3)
+    # server lr: the README's command without delay adaptation (the synchronous form)
+    assert (p.beta1, p.beta2, p.eps, p.v_max_init, p.server_lr) == (0.9, 0.99, 1e-8, 0.0, 1e-4)
     assert (p.lr, p.weight_decay) == (0.1, 1e-3)

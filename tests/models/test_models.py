@@ -78,3 +78,8 @@ def test_leaf_models_shapes_and_sizes():
     assert lstm(torch.randint(0, 80, (2, 80), dtype=torch.uint8)).shape == (2, 80)
     assert lstm.embed.embedding_dim == 8
     assert (lstm.lstm.hidden_size, lstm.lstm.num_layers) == (256, 2)
+    small = build_model(ModelConfig(name="char_lstm_100"), (80,), 80)
+    assert small(torch.randint(0, 80, (2, 80), dtype=torch.uint8)).shape == (2, 80)
+    # embedding 80*8; two LSTM layers of 100 (4 gates, two biases each); dense 100 -> 80
+    lstm_params = 4 * 100 * (8 + 100 + 2) + 4 * 100 * (100 + 100 + 2)
+    assert count_trainable(small) == 80 * 8 + lstm_params + 100 * 80 + 80

@@ -13,7 +13,8 @@ from fedbench.config import load_run_config
 from fedbench.engine.run_folder import RunFolder
 from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import launch
-from fedbench.runner.table_config import expand, parse_table_config
+from fedbench.runner.space import row_space
+from fedbench.runner.table_config import column_key, expand, parse_table_config
 from fedbench.runner.tune import (
     STUDY_FILE,
     Cell,
@@ -211,3 +212,85 @@ def test_tune_prints_columns_by_what_ran_and_keeps_the_grid_key_in_tuned_yaml(
     assert "│ Dir-0.3 for Dir-0.6" in out and "partition.alpha=0.6" not in out.split("wrote")[0]
     written = yaml.safe_load((tmp_path / "tiny-small-tune" / "tuned.yaml").read_text())
     assert list(written["rows"]["Local SGD"]) == ["partition.alpha=0.6"]
+
+
+def test_table_tuning_spaces_are_validated() -> None:
+    data = tiny_table_data()
+    data["tuning"] = {"Local SGD": {"algorithm.lr": [0.01, 0.1]}, "FedAdamW": {"x": "log:1:2"}}
+    table = parse_table_config(data)
+    assert [f.values for f in row_space("Local SGD", table.tuning["Local SGD"])] == [(0.01, 0.1)]
+    assert row_space("FedAdamW", table.tuning["FedAdamW"])[0].kind == "log"
+    for bad, message in (
+        ({"Local SDG": {"algorithm.lr": [0.1]}}, "'Local SDG' is not a row; did you mean"),
+        ({"Local SGD": {"algorithm.lr": []}}, "lists no values"),
+        ({"Local SGD": {"algorithm.lr": "log:0:1"}}, "LOW > 0 for log"),
+        ({"Local SGD": {"algorithm.lr": 0.1}}, "must be a list of values"),
+    ):
+        with pytest.raises(FedbenchError, match=message):
+            parse_table_config({**tiny_table_data(), "tuning": bad})
+
+
+def test_tune_without_space_searches_each_rows_own_tuning_space(tmp_path: Path, run_cli) -> None:
+    data = tiny_table_data()
+    data["base"]["fl"]["rounds"] = 1
+    # Local SGD searches its client lr, FedAdamW its alpha; a row without a space is left out.
+    data["methods"]["Untuned"] = {"algorithm": {"name": "fedavg"}}
+    data["tuning"] = {
+        "Local SGD": {"algorithm.lr": [0.05]},
+        "FedAdamW": {"algorithm.alpha": [0.25]},
+    }
+    path = tmp_path / "spaced.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, out, err = run_cli("tune", str(path), "--out", str(tmp_path))
+    assert code == 0, err
+    assert "not tuned (no tuning space in tiny): Untuned" in out
+    rows = yaml.safe_load((tmp_path / "tiny-tune" / "tuned.yaml").read_text())["rows"]
+    column = "partition.alpha=0.6"
+    assert rows["Local SGD"][column]["values"] == {"algorithm.lr": 0.05}
+    assert rows["Local SGD"][column]["space"] == {"algorithm.lr": "grid:0.05"}
+    assert rows["FedAdamW"][column]["values"] == {"algorithm.alpha": 0.25}
+    assert rows["FedAdamW"][column]["space"] == {"algorithm.alpha": "grid:0.25"}
+    assert "Untuned" not in rows
+    trained = {
+        yaml.safe_load((p / "config.yaml").read_text())["algorithm"]["name"]
+        for p in (tmp_path / "runs").iterdir()
+    }
+    assert trained == {"fedavg", "fedadamw"} and len(list((tmp_path / "runs").iterdir())) == 2
+    # A table without spaces still needs --space/--grid.
+    code, _, err = run_cli("tune", str(_table(tmp_path)), "--out", str(tmp_path))
+    assert code == 2 and "--space or --grid" in err
+    # --methods naming only rows without a space says which rows have one.
+    code, _, err = run_cli("tune", str(path), "--methods", "Untuned", "--out", str(tmp_path))
+    assert code == 2 and "rows with one: Local SGD, FedAdamW" in err
+
+
+@pytest.mark.parametrize("name", ["fedadamom-main", "fedadamom-leaf"])
+def test_fedadamom_tables_carry_valid_spaces_for_their_tuned_baselines(name: str) -> None:
+    """Every grid point of every row's space is a valid run config, at the paper's settings and
+    at the quick preset (`fedbench tune NAME` needs no --space)."""
+    from fedbench.runner.table_config import load_table
+    from fedbench.runner.tune import _trial_run, tuning_cells
+
+    table = load_table(name)
+    assert {"FedAdam", "FedYogi", "FedAdagrad", "FADAS", "FAFED"} <= set(table.tuning)
+    for preset in (None, "quick"):
+        plan = expand(table, preset=preset, seeds=1, methods=list(table.tuning))
+        for cell in tuning_cells(plan, rounds=None, val_fraction=0.1):
+            for f in row_space(cell.method, table.tuning[cell.method]):
+                for value in f.values:
+                    cfg = _trial_run(cell, {f.key: value}, plan).cfg
+                    assert cfg.to_dict()["algorithm"][f.key.split(".")[1]] == value
+    # The shipped quick-preset tune applies to the table (tuned rows, known columns).
+    shipped = Path(__file__).parents[2] / "configs" / "fedadamom" / "tuned" / f"{name}-quick.yaml"
+    if shipped.is_file():
+        tuned = load_tuned(shipped, table)
+        plan = expand(table, preset="quick", seeds=1, tuned=tuned)
+        columns = {column_key(r.setting) for r in plan.runs}
+        assert all(set(cells) <= columns for cells in tuned.values())
+        fafed = [
+            r for r in plan.runs if r.method == "FAFED" and r.setting["data.name"] != "cifar10"
+        ]
+        assert fafed and all(
+            r.cfg.algorithm.lr == tuned["FAFED"][column_key(r.setting)]["algorithm.lr"]
+            for r in fafed
+        )
