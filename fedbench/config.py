@@ -215,6 +215,9 @@ class RunConfig(Strict):
             "cpus_per_run",
         ):
             runtime.pop(key, None)
+        # A field added later, at its default, leaves earlier runs' ids (and resumes) intact.
+        if data["algorithm"].get("lr_schedule_scope") == "round":
+            del data["algorithm"]["lr_schedule_scope"]
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")
         from fedbench.run_name import readable_label
