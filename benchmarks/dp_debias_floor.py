@@ -6,12 +6,12 @@ Run from the repository root. It trains dp_table2's DP-FedAdamW row (`blocks: dp
 floor f and seed on two presets: `quick` (digits, logreg; both Dirichlet columns, evaluated every
 round so that a loss spike between evaluations is seen) and `fmnist-small` (Fashion-MNIST 14x14,
 cnn; the Dir-0.1 column only, and smaller than the preset so that it fits a 2-core CPU: see
-FMNIST_SIZE), then the DP-FedAvg and DP-LocalAdamW rows of the same cells as references. Runs go
+PRESETS), then the DP-FedAvg and DP-LocalAdamW rows of the same cells as references. Runs go
 `--workers` at a time (2), single-threaded, all seeds of the floors first; a finished run is not
 trained again, so the command can be rerun to finish an interrupted measurement. Last, it prints
-one line per (preset, f): final test accuracy mean ± std over seeds (ddof 1; both columns pooled on
-digits) and the largest train loss of any run relative to its round-0 value. The criterion that
-picks the default f: no run above 3x (BLOWUP), then the highest mean accuracy.
+one line per (preset, column, f): final test accuracy and train loss, mean ± std over seeds
+(ddof 1), and the largest train loss of any run relative to its round-0 value (starred above
+BLOWUP, 3x).
 """
 
 from __future__ import annotations
@@ -118,43 +118,62 @@ def run_all(todo: list[Job], out: Path, workers: int) -> None:
             print(f"[{i}/{len(tasks)}] {done}", flush=True)
 
 
-def run_stats(run_dir: Path) -> tuple[float | None, float]:
+def run_stats(run_dir: Path) -> tuple[float | None, float, float | None] | None:
     """(final test_acc, or None while the run is unfinished; max train_loss / round-0
-    train_loss so far, inf when the loss is not finite)."""
+    train_loss so far, inf when the loss is not finite; final train_loss or None); None before
+    the first evaluation."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "train_loss" in r]
+    if not rows:
+        return None
     first = rows[0]["train_loss"]
     worst = max(r["train_loss"] for r in rows)
     ratio = worst / first if math.isfinite(worst) else math.inf
     finished = (run_dir / "summary.json").is_file()
     last = max(rows, key=lambda r: r["round"])
-    return (last["test_acc"] if finished else None), ratio
+    if not finished:
+        return None, ratio, None
+    return last["test_acc"], ratio, last["train_loss"]
+
+
+def _mean_std(values: list[float], spec: str) -> str:
+    """'mean ± std' (ddof 1) of the finished runs, the value alone for one, '-' for none."""
+    if len(values) >= 2:
+        return f"{statistics.mean(values):{spec}} ± {statistics.stdev(values):{spec}}"
+    return f"{values[0]:{spec}}" if values else "-"
+
+
+def _key(job: Job) -> tuple[str, float, str]:
+    return job.preset, job.data["partition"]["alpha"], job.variant
 
 
 def summary(all_jobs: list[Job]) -> str:
-    dirs: dict[tuple[str, str], set[Path]] = defaultdict(set)
+    dirs: dict[tuple[str, float, str], set[Path]] = defaultdict(set)
     for job in all_jobs:
         if (job.run_dir / "metrics.jsonl").is_file():
-            dirs[(job.preset, job.variant)].add(job.run_dir)
+            dirs[_key(job)].add(job.run_dir)
     lines = [
-        "| preset | variant | final test acc (%) | runs | max train loss / round 0 |",
-        "| --- | --- | --- | --- | --- |",
+        "| preset | Dir alpha | variant | final test acc (%) | final train loss | runs "
+        "| max train loss / round 0 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    order = list(dict.fromkeys((j.preset, j.variant) for j in all_jobs))
+    order = list(dict.fromkeys(_key(j) for j in all_jobs))
     for key in order:
         if key not in dirs:
             continue
-        stats = [run_stats(d) for d in sorted(dirs[key])]
-        done = [a for a, _ in stats if a is not None]
-        ratio = max(r for _, r in stats)
-        if len(done) >= 2:
-            acc = f"{statistics.mean(done):.1f} ± {statistics.stdev(done):.1f}"
-        else:
-            acc = f"{done[0]:.1f}" if done else "-"
+        stats = [st for d in sorted(dirs[key]) if (st := run_stats(d)) is not None]
+        if not stats:
+            continue
+        done = [a for a, _, _ in stats if a is not None]
+        losses = [loss for _, _, loss in stats if loss is not None]
+        ratio = max(r for _, r, _ in stats)
+        acc, final_loss = _mean_std(done, ".1f"), _mean_std(losses, ".3g")
         mark = " *" if ratio > BLOWUP else ""
         unfinished = len(stats) - len(done)
         runs = f"{len(done)}" + (f" (+{unfinished} unfinished)" if unfinished else "")
-        lines.append(f"| {key[0]} | {key[1]} | {acc} | {runs} | {ratio:.3g}{mark} |")
+        lines.append(
+            f"| {key[0]} | {key[1]:g} | {key[2]} | {acc} | {final_loss} | {runs} | {ratio:.3g}{mark} |"
+        )
     return "\n".join(lines)
 
 
