@@ -150,8 +150,12 @@ def _key(job: Job) -> tuple[str, float, str]:
 def summary(all_jobs: list[Job]) -> str:
     dirs: dict[tuple[str, float, str], set[Path]] = defaultdict(set)
     for job in all_jobs:
-        if (job.run_dir / "metrics.jsonl").is_file():
-            dirs[_key(job)].add(job.run_dir)
+        # By the config hash: the readable part of a run id names the fields that differ from
+        # the defaults, so it changes when a default does (debias_floor's did).
+        digest = job.run_dir.name.rsplit("-", 1)[-1]
+        for run_dir in job.run_dir.parent.glob(f"*-{digest}"):
+            if (run_dir / "metrics.jsonl").is_file():
+                dirs[_key(job)].add(run_dir)
     lines = [
         "| preset | Dir alpha | variant | final test acc (%) | final train loss | runs "
         "| max train loss / round 0 |",
