@@ -1,19 +1,17 @@
 """Measure DP-FedAdamW's `debias_floor` f (docs/privacy.md, "Choosing debias_floor"):
-`python benchmarks/dp_debias_floor.py OUT [--seeds 1] [--fmnist-root DIR --fmnist-seeds 1]
-[--only quick|fmnist] [--variants f=0.1,f=1,...] [--summary-only]`.
+`python benchmarks/dp_debias_floor.py OUT [--seeds 3] [--only quick|fmnist-small]
+[--floors 0,0.01,...] [--fmnist-root DIR] [--set KEY=VALUE ...] [--summary-only]`.
 
-Run from the repository root. On every DP quick preset (configs/dp/*.yaml) it trains the rows whose
-algorithm is dp_fedadamw once per variant (f in {0, 0.01, 0.1, 1}, and `v_bias_correction: local`
-at f = 0, the DP paper's Algorithm 1 line 15) in OUT/<variant>/, and the DP-LocalAdamW and
-DP-FedAvg rows in OUT/baselines/; cells that several tables share are trained once. Every run
-evaluates each round (`eval.every=1`) so that a loss spike between the preset's evaluations is
-seen. With `--fmnist-root` (a folder holding fashion-mnist/) it also trains Fashion-MNIST
-(benchmarks/dp_debias_floor.yaml) in OUT/fmnist/. Runs go `--workers` at a time (2),
-single-threaded, the variants that decide the default first; a finished run is not trained
-again. `--only` and `--variants` restrict what is trained. Last, it prints the table: the mean
-final test accuracy per (table, variant) over finished runs and, last line, the largest train
-loss of any run (unfinished ones included) relative to its round-0 value: the criterion that
-picks the default f is "never above 3x"; cells above it are starred.
+Run from the repository root. It trains dp_table2's DP-FedAdamW row (`blocks: dp_paper`) once per
+floor f and seed on two presets: `quick` (digits, logreg; both Dirichlet columns, evaluated every
+round so that a loss spike between evaluations is seen) and `fmnist-small` (Fashion-MNIST 14x14,
+cnn; the Dir-0.1 column only, and smaller than the preset so that it fits a 2-core CPU: see
+PRESETS), then the DP-FedAvg and DP-LocalAdamW rows of the same cells as references. Runs go
+`--workers` at a time (2), single-threaded, all seeds of the floors first; a finished run is not
+trained again, so the command can be rerun to finish an interrupted measurement. Last, it prints
+one line per (preset, column, f): final test accuracy and train loss, mean ± std over seeds
+(ddof 1), and the largest train loss of any run relative to its round-0 value (starred above
+BLOWUP, 3x).
 """
 
 from __future__ import annotations
@@ -22,93 +20,74 @@ import argparse
 import json
 import math
 import multiprocessing
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from fedbench.config import RunConfig, parse_run_config, read_yaml
+from fedbench.config import parse_run_config
 from fedbench.engine import train
-from fedbench.runner.table_config import expand, load_table, parse_table_config
+from fedbench.runner.table_config import expand, load_table
 
-FMNIST = Path(__file__).resolve().parent / "dp_debias_floor.yaml"
-TABLES = [
-    "dp_table2",
-    "dp_table2_vit",
-    "dp_table3",
-    "dp_table4",
-    "dp_table5",
-    "dp_table6",
-    "dp_table7",
-    "dp_table8",
-    "dp_table9",
-    "dp_table10",
-    "dp_table11",
-]
-#: variant label -> --set overrides of the dp_fedadamw rows.
-VARIANTS = {
-    "f=0": ["algorithm.debias_floor=0.0"],
-    "f=0.01": ["algorithm.debias_floor=0.01"],
-    "f=0.1": ["algorithm.debias_floor=0.1"],
-    "f=1": ["algorithm.debias_floor=1.0"],
-    "local (f=0)": ["algorithm.debias_floor=0.0", "algorithm.v_bias_correction=local"],
+TABLE = "dp_table2"
+FLOORS = [0.0, 0.01, 0.03, 0.1, 0.3, 1.0]
+BASELINES = ["DP-FedAvg", "DP-LocalAdamW"]
+#: preset -> overrides of every run. Digits: every round evaluated. Fashion-MNIST: the Dir-0.1
+#: column, 20 clients at 10% (2 a round), 30 rounds x K 5 (the preset: 50 clients at 10%,
+#: 100 rounds x K 10), evaluated every 3 rounds on 1,000 training samples.
+PRESETS = {
+    "quick": ["eval.every=1"],
+    "fmnist-small": [
+        "partition.alpha=0.1",
+        "partition.clients=20",
+        "fl.rounds=30",
+        "fl.local_steps=5",
+        "eval.every=3",
+    ],
 }
-BASELINES = {"dp_local_adamw": "DP-LocalAdamW", "dp_fedavg": "DP-FedAvg"}
 #: A run is unstable when its train loss ever exceeds this multiple of its round-0 value.
 BLOWUP = 3.0
 
 
-def _slug(label: str) -> str:
-    return label.replace("=", "").replace(" ", "_").replace("(", "").replace(")", "")
-
-
 @dataclass(frozen=True)
 class Job:
-    table: str
-    variant: str
-    method: str
-    cfg: RunConfig
-    out: Path
-
-    @property
-    def run_dir(self) -> Path:
-        return self.out / "runs" / self.cfg.run_id()
+    preset: str
+    variant: str  # "f=<f>" or a baseline row
+    data: dict
+    run_dir: Path
 
 
-def _quick_jobs(out: Path, seeds: int) -> list[Job]:
-    """Every DP quick preset: dp_fedadamw rows per variant, the baseline rows once."""
-    jobs = []
-    for name in TABLES:
-        table = load_table(name)
-        by_alg: dict[str, list[str]] = defaultdict(list)
-        for label, overrides in table.methods.items():
-            by_alg[overrides["algorithm"]["name"]].append(label)
-        for variant, sets in VARIANTS.items():
+def _label(f: float) -> str:
+    return f"f={f:g}"
+
+
+def jobs(
+    out: Path, presets: list[str], floors: list[float], seeds: int, extra: list[str]
+) -> list[Job]:
+    table = load_table(TABLE)
+    result = []
+    for preset in presets:
+        sets = [*PRESETS[preset], *extra]
+        for f in floors:
             plan = expand(
                 table,
-                preset="quick",
+                preset=preset,
                 seeds=seeds,
-                methods=by_alg["dp_fedadamw"],
-                overrides=["eval.every=1", *sets],
+                methods=["DP-FedAdamW"],
+                overrides=[*sets, f"algorithm.debias_floor={f}"],
             )
-            jobs += [Job(name, variant, r.method, r.cfg, out / _slug(variant)) for r in plan.runs]
-        rows = [m for alg in BASELINES for m in by_alg.get(alg, [])]
-        if rows:
-            plan = expand(
-                table, preset="quick", seeds=seeds, methods=rows, overrides=["eval.every=1"]
-            )
-            jobs += [
-                Job(name, BASELINES[r.cfg.algorithm.name], r.method, r.cfg, out / "baselines")
+            result += [
+                Job(preset, _label(f), r.cfg.model_dump(mode="json"), out / "runs" / r.cfg.run_id())
                 for r in plan.runs
             ]
-    return jobs
-
-
-def _fmnist_jobs(out: Path, seeds: int, root: str) -> list[Job]:
-    table = parse_table_config(read_yaml(FMNIST), str(FMNIST))
-    plan = expand(table, seeds=seeds, overrides=[f"data.root={root}"])
-    return [Job("fmnist", r.method, r.method, r.cfg, out / "fmnist") for r in plan.runs]
+        plan = expand(table, preset=preset, seeds=seeds, methods=BASELINES, overrides=sets)
+        result += [
+            Job(preset, r.method, r.cfg.model_dump(mode="json"), out / "runs" / r.cfg.run_id())
+            for r in plan.runs
+        ]
+    return result
 
 
 def _train(task: tuple[dict, Path, str]) -> str:
@@ -120,112 +99,112 @@ def _train(task: tuple[dict, Path, str]) -> str:
     return f"{label}: {result.status}"
 
 
-#: Training order: the runs that decide the default first (the machine may be slow).
-PRIORITY = ["f=0.01", "f=0.1", "f=1", "DP-LocalAdamW", "DP-FedAvg", "f=0", "local (f=0)"]
-
-
-def _priority(job: Job) -> int:
-    return PRIORITY.index(job.variant)
-
-
-def run_all(jobs: list[Job], workers: int) -> None:
-    unique = list({job.run_dir: job for job in jobs}.values())  # tables share identical cells
-    unique.sort(key=_priority)
-    print(f"{len(jobs)} cells, {len(unique)} distinct runs", flush=True)
+def run_all(todo: list[Job], out: Path, workers: int) -> None:
+    unique = list({job.run_dir: job for job in todo}.values())  # columns may share a cell
+    # Floors before the reference rows (stable sort keeps presets and seeds in order).
+    unique.sort(key=lambda j: not j.variant.startswith("f="))
+    tasks = [
+        (
+            j.data,
+            out,
+            f"{j.preset} {j.variant} s{j.data['seed']} alpha {j.data['partition']['alpha']}",
+        )
+        for j in unique
+        if not (j.run_dir / "summary.json").is_file()
+    ]
+    print(f"{len(unique)} distinct runs, {len(tasks)} to train", flush=True)
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        tasks = [
-            (
-                j.cfg.model_dump(mode="json"),
-                j.out,
-                f"{j.table} {j.variant} {j.method} s{j.cfg.seed}",
-            )
-            for j in unique
-            if not (j.run_dir / "summary.json").is_file()
-        ]
         for i, done in enumerate(pool.imap_unordered(_train, tasks), 1):
             print(f"[{i}/{len(tasks)}] {done}", flush=True)
 
 
-def _run_stats(run_dir: Path) -> tuple[float | None, float]:
+def run_stats(run_dir: Path) -> tuple[float | None, float, float | None] | None:
     """(final test_acc, or None while the run is unfinished; max train_loss / round-0
-    train_loss so far, inf when the loss is not finite)."""
+    train_loss so far, inf when the loss is not finite; final train_loss or None); None before
+    the first evaluation."""
     rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [r for r in rows if "train_loss" in r]
+    if not rows:
+        return None
     first = rows[0]["train_loss"]
     worst = max(r["train_loss"] for r in rows)
     ratio = worst / first if math.isfinite(worst) else math.inf
     finished = (run_dir / "summary.json").is_file()
     last = max(rows, key=lambda r: r["round"])
-    return (last["test_acc"] if finished else None), ratio
+    if not finished:
+        return None, ratio, None
+    return last["test_acc"], ratio, last["train_loss"]
 
 
-def _collect(jobs: list[Job]) -> dict[tuple[str, str], list[tuple[float | None, float]]]:
-    """(table, variant) -> [(final acc, loss ratio)] of its distinct runs (cells x seeds)."""
-    runs: dict[tuple[str, str], set[Path]] = defaultdict(set)
-    for job in jobs:
-        if job.method == "w/o BC":
-            continue  # no DP correction: the floor does not apply
-        if (job.run_dir / "metrics.jsonl").is_file():
-            runs[(job.table, job.variant)].add(job.run_dir)
-    return {key: [_run_stats(d) for d in sorted(dirs)] for key, dirs in runs.items()}
+def _mean_std(values: list[float], spec: str) -> str:
+    """'mean ± std' (ddof 1) of the finished runs, the value alone for one, '-' for none."""
+    if len(values) >= 2:
+        return f"{statistics.mean(values):{spec}} ± {statistics.stdev(values):{spec}}"
+    return f"{values[0]:{spec}}" if values else "-"
 
 
-def summary(jobs: list[Job]) -> str:
-    cells = _collect(jobs)
-    variants = [*VARIANTS, *BASELINES.values()]
-    tables = [t for t in [*TABLES, "fmnist"] if any((t, v) in cells for v in variants)]
+def _key(job: Job) -> tuple[str, float, str]:
+    return job.preset, job.data["partition"]["alpha"], job.variant
+
+
+def summary(all_jobs: list[Job]) -> str:
+    dirs: dict[tuple[str, float, str], set[Path]] = defaultdict(set)
+    for job in all_jobs:
+        # By the config hash: the readable part of a run id names the fields that differ from
+        # the defaults, so it changes when a default does (debias_floor's did).
+        digest = job.run_dir.name.rsplit("-", 1)[-1]
+        for run_dir in job.run_dir.parent.glob(f"*-{digest}"):
+            if (run_dir / "metrics.jsonl").is_file():
+                dirs[_key(job)].add(run_dir)
     lines = [
-        "| table | " + " | ".join(variants) + " |",
-        "| --- |" + " --- |" * len(variants),
+        "| preset | Dir alpha | variant | final test acc (%) | final train loss | runs "
+        "| max train loss / round 0 |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    worst: dict[str, float] = defaultdict(float)
-    for table in tables:
-        row = []
-        for v in variants:
-            stats = cells.get((table, v), [])
-            if not stats:
-                row.append("-")
-                continue
-            ratio = max(r for _, r in stats)
-            worst[v] = max(worst[v], ratio)
-            mark = "*" if ratio > BLOWUP else ""
-            done = [a for a, _ in stats if a is not None]
-            acc = f"{sum(done) / len(done):.1f}{mark} ({len(done)})" if done else f"-{mark}"
-            unfinished = len(stats) - len(done)
-            row.append(acc + (f" +{unfinished} unfinished" if unfinished else ""))
-        lines.append(f"| {table} | " + " | ".join(row) + " |")
-    lines.append(
-        "| max train loss / round 0 | "
-        + " | ".join(f"{worst[v]:.3g}" if v in worst else "-" for v in variants)
-        + " |"
-    )
+    order = list(dict.fromkeys(_key(j) for j in all_jobs))
+    for key in order:
+        if key not in dirs:
+            continue
+        stats = [st for d in sorted(dirs[key]) if (st := run_stats(d)) is not None]
+        if not stats:
+            continue
+        done = [a for a, _, _ in stats if a is not None]
+        losses = [loss for _, _, loss in stats if loss is not None]
+        ratio = max(r for _, r, _ in stats)
+        acc, final_loss = _mean_std(done, ".1f"), _mean_std(losses, ".3g")
+        mark = " *" if ratio > BLOWUP else ""
+        unfinished = len(stats) - len(done)
+        runs = f"{len(done)}" + (f" (+{unfinished} unfinished)" if unfinished else "")
+        lines.append(
+            f"| {key[0]} | {key[1]:g} | {key[2]} | {acc} | {final_loss} | {runs} | {ratio:.3g}{mark} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
-    parser.add_argument("--seeds", type=int, default=1, help="seeds of the quick presets")
-    parser.add_argument("--fmnist-seeds", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--only", choices=list(PRESETS), default=None, help="train one preset")
+    parser.add_argument("--floors", default=None, help="comma-separated f values to train")
+    parser.add_argument("--no-baselines", action="store_true", help="skip DP-FedAvg/LocalAdamW")
     parser.add_argument("--fmnist-root", default=None, help="folder holding fashion-mnist/")
+    parser.add_argument("--set", dest="extra", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--only", choices=["fmnist", "quick"], default=None, help="train one part")
-    parser.add_argument("--variants", default=None, help="comma-separated variants to train")
     parser.add_argument("--summary-only", action="store_true")
     args = parser.parse_args()
     out = args.out.resolve()
-    jobs = _fmnist_jobs(out, args.fmnist_seeds, args.fmnist_root) if args.fmnist_root else []
-    jobs += _quick_jobs(out, args.seeds)
+    presets = [args.only] if args.only else list(PRESETS)
+    floors = [float(x) for x in args.floors.split(",")] if args.floors else FLOORS
+    extra = list(args.extra)
+    everything = []
+    for preset in presets:
+        root = [f"data.root={args.fmnist_root}"] if args.fmnist_root and preset != "quick" else []
+        everything += jobs(out, [preset], floors, args.seeds, [*root, *extra])
     if not args.summary_only:
-        chosen = args.variants.split(",") if args.variants else PRIORITY
-        part = [
-            j
-            for j in jobs
-            if (args.only is None or (j.table == "fmnist") == (args.only == "fmnist"))
-            and j.variant in chosen
-        ]
-        run_all(part, args.workers)
-    print(summary(jobs))
+        todo = [j for j in everything if not (args.no_baselines and not j.variant.startswith("f="))]
+        run_all(todo, out, args.workers)
+    print(summary(everything))
 
 
 if __name__ == "__main__":

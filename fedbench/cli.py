@@ -116,7 +116,7 @@ def blocks(
     model: Annotated[str, typer.Argument(help="A model name (fedbench list models).")],
     set_: SetOption = None,
     kind: Annotated[
-        str, typer.Option("--kind", help="auto | tensor | hessian | dp_paper | global")
+        str, typer.Option("--kind", help="auto | tensor | module | hessian | dp_paper | global")
     ] = "auto",
 ) -> None:
     """Print FedAdamW's block layout of MODEL: blocks per trainable tensor and the total B

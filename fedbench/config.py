@@ -230,6 +230,9 @@ class RunConfig(Strict):
             "cpus_per_run",
         ):
             runtime.pop(key, None)
+        # A field added later, at its default, leaves earlier runs' ids (and resumes) intact.
+        if data["algorithm"].get("lr_schedule_scope") == "round":
+            del data["algorithm"]["lr_schedule_scope"]
         return data
 
 

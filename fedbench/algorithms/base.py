@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.params import AlgorithmConfig, schedule_factor
 
 Tensors = list[Tensor]
 State = dict[str, Any]
@@ -42,7 +42,12 @@ class ParamSpec:
 
 @dataclass(frozen=True)
 class RoundInfo:
-    """What a rule may know about the current round r (0-based)."""
+    """What a rule may know about the current round r (0-based).
+
+    `lr` is eta_r. With `lr_schedule_scope: local` the lr also varies over the K local steps:
+    the engine hands each local step `at_step(k)`, whose `lr` is eta_{r,k}, and server rules
+    that divide Delta by the summed step sizes use `lr_sum` (K * eta_r when the lr is constant
+    within the round)."""
 
     round: int
     lr: float
@@ -51,6 +56,32 @@ class RoundInfo:
     sampled: int
     #: Std of the DP noise in each coordinate of g (sigma*C/B; 0 without privacy).
     grad_noise_std: float = 0.0
+    #: The schedule over the local steps ("constant": eta_r at every step; "cosine", "exp").
+    step_schedule: str = "constant"
+    step_decay: float = 1.0
+    #: sum_k eta_{r,k}, kept by at_step (the local steps' infos know their round's sum).
+    lr_total: float | None = None
+
+    def step_lr(self, k: int) -> float:
+        """eta_{r,k} of local step k = 1..K."""
+        return self.lr * schedule_factor(
+            self.step_schedule, self.step_decay, k - 1, self.local_steps
+        )
+
+    @property
+    def lr_sum(self) -> float:
+        """sum_{k=1..K} eta_{r,k}: the step-size sum that turns Delta into a mean gradient."""
+        if self.lr_total is not None:
+            return self.lr_total
+        if self.step_schedule == "constant":
+            return self.local_steps * self.lr
+        return sum(self.step_lr(k) for k in range(1, self.local_steps + 1))
+
+    def at_step(self, k: int) -> RoundInfo:
+        """The info local step k sees: lr = eta_{r,k} (itself when the lr is constant)."""
+        if self.step_schedule == "constant":
+            return self
+        return replace(self, lr=self.step_lr(k), step_schedule="constant", lr_total=self.lr_sum)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 A partition splits every parameter tensor into contiguous groups of rows (dim 0); each group is
 one block, and FedAdamW communicates and restores one mean of v per block. `tensor` makes each
-tensor one block, `global` makes the whole model one block; `hessian` (the FedAdamW paper's
+tensor one block, `module` one block per module (all its tensors together), `global` makes the
+whole model one block; `hessian` (the FedAdamW paper's
 partition) and `dp_paper` (the DP-FedAdamW paper's) group rows by role (per head, per neuron, per
 layer; fedbench.algorithms.hessian) and are built from the same pieces; `auto` picks one.
 """
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.hessian import role_row_groups, roles_known
+from fedbench.algorithms.hessian import module_ids, role_row_groups, roles_known
 from fedbench.errors import FedbenchError
 
 if TYPE_CHECKING:
@@ -24,22 +25,31 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BlockPartition:
-    """For each tensor: None (the whole tensor is one block) or a list of row-group sizes."""
+    """For each tensor: None (the whole tensor is one block) or a list of row-group sizes.
+    With `shared` (blocks: module), every tensor is whole and tensors with the same id form one
+    block (ids 0..B-1 in order of first appearance)."""
 
     shapes: list[torch.Size]
     row_groups: list[list[int] | None]
     whole_model: bool = False
+    shared: list[int] | None = None
 
     @property
     def n_blocks(self) -> int:
         if self.whole_model:
             return 1
+        if self.shared is not None:
+            return max(self.shared, default=-1) + 1
         return sum(1 if groups is None else len(groups) for groups in self.row_groups)
 
     def block_counts(self) -> list[int]:
-        """Number of blocks of each tensor (the whole-model block is counted once, on tensor 0)."""
+        """Number of blocks of each tensor (a block shared by several tensors, the whole-model
+        one included, is counted once, on its first tensor)."""
         if self.whole_model:
             return [1] + [0] * (len(self.shapes) - 1)
+        if self.shared is not None:
+            first = {b: i for i, b in reversed(list(enumerate(self.shared)))}
+            return [int(first[b] == i) for i, b in enumerate(self.shared)]
         return [1 if groups is None else len(groups) for groups in self.row_groups]
 
     def means(self, tensors: list[Tensor]) -> Tensor:
@@ -47,6 +57,15 @@ class BlockPartition:
         if self.whole_model:
             total = torch.stack([t.sum() for t in tensors]).sum()
             return (total / sum(t.numel() for t in tensors)).reshape(1)
+        if self.shared is not None:
+            ids = torch.tensor(self.shared, device=tensors[0].device)
+            sums = torch.stack([t.sum() for t in tensors])
+            sizes = torch.tensor([float(t.numel()) for t in tensors], dtype=sums.dtype)
+            totals = torch.zeros(self.n_blocks, dtype=sums.dtype, device=sums.device)
+            counts = torch.zeros_like(totals)
+            totals.index_add_(0, ids, sums)
+            counts.index_add_(0, ids, sizes.to(sums.device))
+            return totals / counts
         parts = []
         for t, groups in zip(tensors, self.row_groups, strict=True):
             if groups is None:
@@ -62,6 +81,11 @@ class BlockPartition:
         """Tensors of the partition's shapes whose every coordinate holds its block's mean."""
         if self.whole_model:
             return [block_means[0].expand(shape).clone() for shape in self.shapes]
+        if self.shared is not None:
+            return [
+                block_means[b].expand(s).clone()
+                for b, s in zip(self.shared, self.shapes, strict=True)
+            ]
         out = []
         offset = 0
         for shape, groups in zip(self.shapes, self.row_groups, strict=True):
@@ -79,7 +103,7 @@ class BlockPartition:
 
 
 #: The `blocks:` values of fedadamw (docs/algorithms.md, "Block partitions").
-BlockKind = Literal["auto", "tensor", "hessian", "dp_paper", "global"]
+BlockKind = Literal["auto", "tensor", "module", "hessian", "dp_paper", "global"]
 BLOCK_KINDS: tuple[str, ...] = get_args(BlockKind)
 
 
@@ -94,12 +118,14 @@ def resolve_blocks(kind: str, spec: ParamSpec | None = None) -> str:
 def build_partition(
     kind: str, shapes: list[torch.Size], spec: ParamSpec | None = None
 ) -> BlockPartition:
-    """The `blocks:` setting of fedadamw: auto | tensor | global | hessian | dp_paper (the last
-    two need the ParamSpec: names and head counts)."""
+    """The `blocks:` setting of fedadamw: auto | tensor | module | global | hessian | dp_paper
+    (module and the last two need the ParamSpec: names, and head counts for the last two)."""
     shapes = [torch.Size(s) for s in shapes]
     kind = resolve_blocks(kind, spec)
     if kind in ("hessian", "dp_paper") and spec is not None:
         return BlockPartition(shapes, role_row_groups(spec, kind))
+    if kind == "module" and spec is not None:
+        return BlockPartition(shapes, [None] * len(shapes), shared=module_ids(spec.names))
     if kind == "tensor":
         return BlockPartition(shapes, [None] * len(shapes))
     if kind == "global":

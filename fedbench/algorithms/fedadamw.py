@@ -147,9 +147,7 @@ class FedAdamW(Algorithm):
         super().server_update(x, mean, server, info)
         if self.params.align_weight:
             # Computed with this round's lr, applied with the next round's (authors' code).
-            server["delta_g"] = torch._foreach_mul(
-                mean["delta"], -1.0 / (info.local_steps * info.lr)
-            )
+            server["delta_g"] = torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum)
         if self.params.v_agg == "block_mean":
             server["v_bar"] = mean["v_blocks"][0]
         elif self.params.v_agg == "full":

@@ -49,9 +49,7 @@ class FedCM(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        server["direction"] = list(
-            torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr))
-        )
+        server["direction"] = list(torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum))
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

@@ -71,7 +71,7 @@ class FedLADA(Algorithm):
     ) -> None:
         super().server_update(x, mean, server, info)
         server["v_bar"] = mean["v_hat"]
-        server["g_a"] = list(torch._foreach_mul(mean["delta"], -1.0 / (info.local_steps * info.lr)))
+        server["g_a"] = list(torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum))
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

@@ -8,12 +8,20 @@ Transformers"), one block per dense sub-block of the Hessian:
 - query and key weights: one block per attention head (rows h*d_head..(h+1)*d_head); a fused qkv
   weight (timm `attn.qkv`, fedbench's vit_tiny) is split into its q, k, v thirds first;
 - value, attention output projection, MLP / feed-forward weights: one block per output row;
+- the patch embedding (a convolution: a linear map of each patch): one block per output channel,
+  as Appendix D's Algorithm 3 slices every "embed" parameter by its rows and Class 2 blocks a
+  linear map per output neuron;
 
 `dp_paper` (DP-FedAdamW paper, "Block-wise averaging strategy"), coarser:
 - query, key and value weights: one block per attention head (a fused qkv: per head of each third);
 - attention output projection, MLP layers, embeddings and the output layer: one block per layer;
 
-and in both, everything else (norms, biases, convolutions, class tokens, relative-position
+`module` (FedAdamW paper, Appendix D.3, "Example: RoBERTa-Base Layer Partitioning"), coarsest:
+one block per module, all of its trainable tensors together (weight, bias, LoRA A and B), so a
+RoBERTa layer has q, k, v, attention output, the two feed-forward layers and the two layer norms
+as its blocks (module_ids);
+
+and in the first two, everything else (norms, biases, convolutions, class tokens, relative-position
 tables) is one block per tensor, which for a CNN is the papers' "one block per convolutional
 layer". Roles come from the parameter names of timm ViT/Swin, Hugging Face RoBERTa and fedbench's
 vit_tiny; a 2-D `.weight` not named otherwise is a linear map or an embedding. A LoRA B matrix has
@@ -34,7 +42,7 @@ QUERY_KEY = {"query", "key", "q_proj", "k_proj", "q", "k"}
 VALUE = {"value", "v_proj", "v"}
 POSITION_TABLES = ("pos_embed", "position_embeddings")
 
-Role = Literal["qkv", "query_key", "value", "position", "linear", "other"]
+Role = Literal["qkv", "query_key", "value", "position", "patch", "linear", "other"]
 RoleKind = Literal["hessian", "dp_paper"]
 
 
@@ -66,6 +74,8 @@ def param_role(name: str, shape: torch.Size) -> Role:
     module = name.rsplit(".", 2)[-2] if name.count(".") >= 1 else ""
     if leaf in POSITION_TABLES and len(shape) == 3 and shape[0] == 1:
         return "position"  # timm's (1, tokens, dim) position table
+    if len(shape) == 4 and leaf == "weight" and "patch_embed" in name:
+        return "patch"  # timm's patch_embed.proj, fedbench vit_tiny's patch_embed
     if len(shape) != 2 or leaf != "weight":
         return "other"
     if module == "qkv":
@@ -86,6 +96,8 @@ def row_groups(
         return None
     if role == "position":
         return [1] * shape[1] if kind == "hessian" else None
+    if role == "patch":
+        return [1] * shape[0] if kind == "hessian" else None
     rows = shape[0]
     if role == "qkv":
         third = _per_head(rows // 3, _heads(spec, name, kind), name, kind)
@@ -109,3 +121,19 @@ def role_row_groups(spec: ParamSpec, kind: RoleKind) -> list[list[int] | None]:
     builds the BlockPartition from them)."""
     shapes = [torch.Size(s) for s in spec.shapes]
     return [row_groups(spec, n, s, kind) for n, s in zip(spec.names, shapes, strict=True)]
+
+
+def module_of(name: str) -> str:
+    """The module a trainable tensor belongs to: its name without the leaf (`.weight`, `.bias`)
+    and, for a LoRA matrix, without `.lora_A.<adapter>.weight` (A and B join the module they adapt)."""
+    for marker in (".lora_A.", ".lora_B."):
+        if marker in name:
+            return name.split(marker, 1)[0]
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
+def module_ids(names: list[str]) -> list[int]:
+    """`blocks: module`: for each tensor, the index of its module's block (in order of first
+    appearance)."""
+    ids: dict[str, int] = {}
+    return [ids.setdefault(module_of(n), len(ids)) for n in names]

@@ -8,6 +8,7 @@ and validate `RunConfig.algorithm`, and nothing in fedbench/algorithms/ imports 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,7 +34,12 @@ class AlgorithmConfig(Strict):
         default=3.0e-4, gt=0, description="local learning rate eta_0, where the schedule starts"
     )
     lr_schedule: Literal["constant", "cosine", "exp"] = Field(
-        default="cosine", description="the local learning rate over the rounds"
+        default="cosine", description="the local learning rate's schedule"
+    )
+    lr_schedule_scope: Literal["round", "local"] = Field(
+        default="round",
+        description="what the schedule runs over: the R rounds (eta_r, constant within a round) "
+        "or the K local steps of every round (restarting at lr each round)",
     )
     lr_decay: float = Field(
         default=0.998, gt=0, description="per-round factor gamma of the exp schedule"
@@ -50,6 +56,17 @@ class AlgorithmConfig(Strict):
     weighting: Literal["uniform", "samples"] = Field(
         default="uniform", description="client weights in the server mean: equal, or n_i"
     )
+
+
+def schedule_factor(kind: str, decay: float, t: int, horizon: int) -> float:
+    """The schedule's multiple of `lr` at position t of `horizon` (t = 0..horizon-1): cosine
+    0.5 * (1 + cos(pi t / horizon)), exp decay^t, constant 1. Over the rounds (t = r, horizon R)
+    or, with `lr_schedule_scope: local`, over the local steps (t = k - 1, horizon K)."""
+    if kind == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * t / horizon))
+    if kind == "exp":
+        return decay**t
+    return 1.0
 
 
 def algorithm_name(section: object) -> str:

@@ -132,7 +132,7 @@ def run_client(
             return grads
 
         before = [p.detach().clone() for p in params] if measure_steps else None
-        algorithm.local_step_with_oracle(params, gradient, local, k, info)
+        algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
         if before is not None:
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))
     if not measure_steps:

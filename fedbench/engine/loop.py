@@ -31,7 +31,7 @@ from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.progress import make_progress
 from fedbench.engine.run_folder import RunFolder
-from fedbench.engine.schedule import local_lr, participation_counts
+from fedbench.engine.schedule import local_lr, participation_counts, round_info
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
 from fedbench.provenance import git_state
@@ -198,7 +198,7 @@ class Engine:
         """One round; with `diagnostics`, also FedAdamW Figure 2's client_drift and v_spread."""
         s, cfg = self.setup, self.cfg
         clients = s.schedule[r]
-        info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
+        info = round_info(cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
         results = RoundResults(diagnostics, keep_uploads=s.algorithm.uses_client_uploads)
         for client in clients:
             self._load_global()

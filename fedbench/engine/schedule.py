@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 import numpy as np
 
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.base import RoundInfo
+from fedbench.algorithms.params import AlgorithmConfig, schedule_factor
 
 
 def clients_per_round(participation: float, num_clients: int) -> int:
@@ -62,9 +62,31 @@ def participation_counts(schedule: Iterable[list[int]], num_clients: int) -> lis
 
 
 def local_lr(params: AlgorithmConfig, round_idx: int, rounds: int) -> float:
-    """eta_r: constant within a round; constant | cosine | exp schedules."""
-    if params.lr_schedule == "cosine":
-        return params.lr * 0.5 * (1.0 + math.cos(math.pi * round_idx / rounds))
-    if params.lr_schedule == "exp":
-        return params.lr * params.lr_decay**round_idx
-    return params.lr
+    """eta_r, the local lr round r starts with: the schedule (constant | cosine | exp) over the
+    rounds; with `lr_schedule_scope: local`, lr (the schedule then runs within each round)."""
+    if params.lr_schedule_scope == "local":
+        return params.lr
+    return params.lr * schedule_factor(params.lr_schedule, params.lr_decay, round_idx, rounds)
+
+
+def round_info(
+    params: AlgorithmConfig,
+    round_idx: int,
+    lr: float,
+    local_steps: int,
+    num_clients: int,
+    sampled: int,
+) -> RoundInfo:
+    """The RoundInfo of round r with lr = local_lr(...): with `lr_schedule_scope: local` it carries
+    the schedule that RoundInfo.at_step applies over the K local steps."""
+    if params.lr_schedule_scope == "local" and params.lr_schedule != "constant":
+        return RoundInfo(
+            round_idx,
+            lr,
+            local_steps,
+            num_clients,
+            sampled,
+            step_schedule=params.lr_schedule,
+            step_decay=params.lr_decay,
+        )
+    return RoundInfo(round_idx, lr, local_steps, num_clients, sampled)

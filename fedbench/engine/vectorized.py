@@ -42,6 +42,7 @@ from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
 from fedbench.engine.run_folder import RunFolder
+from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
 
 
@@ -162,7 +163,9 @@ class VectorizedEngine(Engine):
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
         clients = self.setup.schedule[r]
-        info = RoundInfo(r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients))
+        info = round_info(
+            self.cfg.algorithm, r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients)
+        )
         results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
         chunk = self.client_chunk(len(clients))
         for group in self._groups(clients):
@@ -223,7 +226,7 @@ class VectorizedEngine(Engine):
             clip_per_client_(g, cfg.algorithm.grad_clip)
             before = [t.clone() for t in y] if results.diagnostics else None
             with torch.no_grad():
-                algorithm.local_step(y, g, local, k, info)
+                algorithm.local_step(y, g, local, k, info.at_step(k))
             if before is not None:
                 step_sizes = step_sizes + local_step_sizes(before, y, n)
         ratios = (step_sizes / info.local_steps / info.lr).tolist() if results.diagnostics else None

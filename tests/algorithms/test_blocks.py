@@ -96,7 +96,7 @@ def test_dp_paper_means_and_expand_roundtrip_per_head() -> None:
 
 
 @pytest.mark.parametrize(
-    ("model", "resolved", "total"), [("vit_tiny", "hessian", 8164), ("resnet18", "tensor", 62)]
+    ("model", "resolved", "total"), [("vit_tiny", "hessian", 8355), ("resnet18", "tensor", 62)]
 )
 def test_blocks_command_shows_what_auto_picks(run_cli, model, resolved, total) -> None:
     code, out, _ = run_cli("blocks", model)
@@ -107,3 +107,53 @@ def test_blocks_command_shows_what_auto_picks(run_cli, model, resolved, total) -
 def test_blocks_command_rejects_an_unknown_kind(run_cli) -> None:
     code, _, err = run_cli("blocks", "cnn", "--kind", "rows")
     assert code == 2 and "--kind rows" in err and "dp_paper" in err
+
+
+def test_patch_embedding_is_one_block_per_output_channel_under_hessian_only() -> None:
+    """Algorithm 3 slices every 'embed' parameter by its rows, and a patch embedding is a linear
+    map of each patch (Class 2: per output neuron); dp_paper keeps one block per layer."""
+    spec = _spec("vit_tiny", (3, 32, 32), 10)
+    assert _counts(spec, "hessian")["patch_embed.weight"] == 192
+    assert _counts(spec, "dp_paper")["patch_embed.weight"] == 1
+    assert _counts(spec, "hessian")["patch_embed.bias"] == 1
+    part = build_partition("hessian", spec.shapes, spec)
+    i = spec.names.index("patch_embed.weight")  # (192, 3, 4, 4)
+    tensors = [torch.zeros(s, dtype=torch.float64) for s in spec.shapes]
+    tensors[i] = torch.arange(192 * 48, dtype=torch.float64).reshape(192, 3, 4, 4)
+    got = part.expand(part.means(tensors))[i]
+    # row c holds 48c..48c+47, mean 48c + 23.5
+    expected = (48 * torch.arange(192, dtype=torch.float64) + 23.5).reshape(192, 1, 1, 1)
+    torch.testing.assert_close(got, expected.expand(192, 3, 4, 4), atol=1e-12, rtol=0)
+
+
+def test_module_blocks_join_a_modules_tensors() -> None:
+    """blocks: module (Appendix D.3): one block per module, weight + bias + LoRA A and B
+    together; means are over all of the module's coordinates."""
+    from fedbench.algorithms.base import ParamSpec
+
+    names = [
+        "l.query.lora_A.default.weight",  # (1, 2): 1, 2
+        "l.query.lora_B.default.weight",  # (2, 1): 3, 6   -> query block: 12 / 4 = 3
+        "l.norm.weight",  # (2,): 4, 8
+        "l.norm.bias",  # (2,): 0, 0                       -> norm block: 12 / 4 = 3
+        "head.weight",  # (1, 3): 1, 1, 4                  -> head block: (6 + 9) / 4 = 3.75
+        "head.bias",  # (1,): 9
+    ]
+    values = [[[1.0, 2.0]], [[3.0], [6.0]], [4.0, 8.0], [0.0, 0.0], [[1.0, 1.0, 4.0]], [9.0]]
+    tensors = [torch.tensor(v, dtype=torch.float64) for v in values]
+    spec = ParamSpec(names, [t.shape for t in tensors], {})
+    part = build_partition("module", spec.shapes, spec)
+    assert part.n_blocks == 3 and part.block_counts() == [1, 0, 1, 0, 1, 0]
+    torch.testing.assert_close(
+        part.means(tensors), torch.tensor([3.0, 3.0, 3.75], dtype=torch.float64), atol=1e-12, rtol=0
+    )
+    expanded = part.expand(part.means(tensors))
+    assert [t.shape for t in expanded] == [t.shape for t in tensors]
+    assert expanded[1].tolist() == [[3.0], [3.0]] and expanded[5].tolist() == [3.75]
+
+
+def test_module_blocks_roberta_lora_two_per_layer() -> None:
+    spec = _spec("roberta_micro", (128,), 2, {**LORA, "targets": ["query", "value"]})
+    part = build_partition("module", spec.shapes, spec)
+    # 2 layers x (query, value: A and B together) + classifier dense + out_proj
+    assert part.n_blocks == 2 * 2 + 2

@@ -20,7 +20,7 @@ from tests.algorithms.harness import EPS, Problem, assert_close, make, run_feder
 from tests.algorithms.test_fedadamw import fedadamw_by_hand
 
 #: The measured default of dp_fedadamw's debias_floor (docs/privacy.md).
-DEFAULT_FLOOR = 0.1
+DEFAULT_FLOOR = 0.03
 SPEC = ParamSpec(names=["w", "b"], shapes=[torch.Size([3, 4]), torch.Size([3])], heads={})
 
 
@@ -110,7 +110,7 @@ def _fedadamw_round(name: str, noise_std: float, **fields) -> list[torch.Tensor]
 
 def test_dp_fedadamw_debias_never_yields_nan() -> None:
     for std in (1e-1, 1e-3, 1e-6, 10.0):
-        for floor in (0.0, 0.1):  # the paper's literal form and the default
+        for floor in (0.0, DEFAULT_FLOOR):  # the paper's literal form and the default
             y = _fedadamw_round("dp_fedadamw", std, debias_floor=floor)
             assert all(torch.isfinite(t).all() for t in y)
 
@@ -194,7 +194,8 @@ def test_dp_fedadamw_without_noise_is_fedadamw_by_hand() -> None:
 
 
 def test_dp_fedadamw_default_floor_is_the_measured_one() -> None:
-    """docs/privacy.md, "Choosing debias_floor": the smallest f that never blew up."""
+    """docs/privacy.md, "Choosing debias_floor": the smallest f of {0, 0.01, 0.03, 0.1, 0.3, 1}
+    that never blew up (3 seeds, two presets)."""
     assert ALGORITHMS.get("dp_fedadamw").Params().debias_floor == DEFAULT_FLOOR
 
 

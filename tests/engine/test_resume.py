@@ -70,6 +70,8 @@ def _assert_same_run(resumed: Path, fresh: Path) -> None:
 #: (algorithm, extra settings) -> what a resume must restore.
 CASES = {
     "scaffold": ("scaffold", ()),  # per-client state c_i
+    # the lr within a round (cosine over K) and c_i from the summed step sizes
+    "scaffold-local-lr": ("scaffold", ("algorithm.lr_schedule_scope=local",)),
     "fedadamw-vectorized": ("fedadamw", ("runtime.engine=vectorized",)),  # v_bar, Delta_G
     "dp_fedadamw": ("dp_fedadamw", ("privacy.noise_multiplier=1.0", "privacy.clip=1.0")),  # noise
 }
@@ -90,6 +92,7 @@ def fresh_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     [
         ("scaffold", True),
         ("scaffold", False),
+        ("scaffold-local-lr", False),
         ("fedadamw-vectorized", True),
         ("dp_fedadamw", False),
     ],

@@ -35,15 +35,17 @@ def vit_formula(*, dim: int, depth: int, heads: int, mlp: int, classes: int, ext
 
 def test_hessian_blocks_vit_tiny_equal_the_formula():
     model = build_model(ModelConfig(name="vit_tiny"), (3, 32, 32), 10)
-    # extra: cls token 1, patch conv weight + bias 2, final norm 2 (positions are a buffer).
-    expected = vit_formula(dim=192, depth=6, heads=3, mlp=768, classes=10, extra=5)
-    assert hessian_blocks(model) == expected == 8164
+    # extra: cls token 1, patch conv one block per output channel (192) + bias 1, final norm 2
+    # (positions are a buffer).
+    expected = vit_formula(dim=192, depth=6, heads=3, mlp=768, classes=10, extra=1 + 192 + 1 + 2)
+    assert hessian_blocks(model) == expected == 8355
 
 
 def test_hessian_blocks_timm_vit_micro_equal_the_formula():
     model = build_model(ModelConfig(name="vit_micro"), (3, 32, 32), 4)
-    # extra: cls token 1, pos_embed one block per token (16 patches + cls), patch conv 2, norm 2.
-    expected = vit_formula(dim=32, depth=2, heads=2, mlp=128, classes=4, extra=1 + 17 + 4)
+    # extra: cls token 1, pos_embed one block per token (16 patches + cls), patch conv one
+    # block per output channel (32) + bias 1, norm 2.
+    expected = vit_formula(dim=32, depth=2, heads=2, mlp=128, classes=4, extra=1 + 17 + 33 + 2)
     assert hessian_blocks(model) == expected
 
 
