@@ -92,9 +92,11 @@ class FigureContext:
     folder: Path
     workers: int | None = None
 
-    def train(self, configs: list[RunConfig]) -> list[Path]:
+    def train(self, configs: list[RunConfig], *, allow_diverged: bool = False) -> list[Path]:
         """Train (or resume, or read back) each run config under out/runs; return the run
-        folders in the order given. A run that fails or diverges is an error of the figure."""
+        folders in the order given. A run that fails or diverges is an error of the figure;
+        with `allow_diverged` a diverged run is returned too (a learning-rate search expects
+        some: its summary.json says `diverged`)."""
         from fedbench.engine.run_folder import RunFolder
         from fedbench.errors import FedbenchError
         from fedbench.runner.launcher import run_one
@@ -102,7 +104,9 @@ class FigureContext:
         folders = []
         for cfg in configs:
             outcome = run_one(cfg.to_dict(), str(self.out))
-            if outcome.status != "completed":
+            if outcome.status != "completed" and not (
+                allow_diverged and outcome.status == "diverged"
+            ):
                 raise FedbenchError(
                     f"figure run {outcome.run_id} {outcome.status}: {outcome.error or 'no detail'}"
                     f"; see {self.out / 'runs' / outcome.run_id}"

@@ -33,9 +33,7 @@ PRIVACY: dict[str, Any] = {"noise_multiplier": 1.0, "clip": 0.1, "delta": 1.0e-5
 def _methods(clip: float, adamw_lr: float, dp_lr: float) -> dict[str, dict[str, Any]]:
     return {
         "FedAvg": {"algorithm": {"name": "fedavg", "lr": 0.01, "weight_decay": 1.0e-3}},
-        "Local AdamW": {
-            "algorithm": {"name": "local_adamw", "lr": adamw_lr, "weight_decay": 0.01}
-        },
+        "Local AdamW": {"algorithm": {"name": "local_adamw", "lr": adamw_lr, "weight_decay": 0.01}},
         "DP-LocalAdamW": {
             "algorithm": {
                 "name": "dp_local_adamw",
