@@ -40,7 +40,9 @@ class DPFig5(TableFigure):
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
         runs, _ = self.read(settings, context)
         table = runs[["column", "method", "seed", "test_acc", "run_id"]].dropna(subset=["test_acc"])
-        return FigureData(table.sort_values(["column", "method", "seed"]).reset_index(drop=True))
+        # Stable: the table's row order within each column.
+        table = table.sort_values("column", kind="stable").reset_index(drop=True)
+        return FigureData(table, {"folder": self.folder_name})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
         import matplotlib.pyplot as plt
@@ -50,7 +52,7 @@ class DPFig5(TableFigure):
         columns = list(dict.fromkeys(table["column"]))
         methods = list(dict.fromkeys(table["method"]))
         width = 0.8 / len(methods)
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(methods) * len(columns)), 3.8))
+        fig, ax = plt.subplots(figsize=(max(5.0, 0.45 * len(methods) * len(columns) + 1.5), 3.8))
         for i, method in enumerate(methods):
             for j, column in enumerate(columns):
                 values = table[(table["column"] == column) & (table["method"] == method)]
@@ -73,9 +75,13 @@ class DPFig5(TableFigure):
         ax.set_ylabel("test accuracy (%)")
         low = table["test_acc"].min()
         ax.set_ylim(max(0.0, low - 10), min(100.0, table["test_acc"].max() + 5))
-        ax.legend(fontsize=7, ncol=3, loc="lower center")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         seeds = table.groupby(["column", "method"])["seed"].nunique().max()
-        ax.set_title(f"{self.title}\n(mean ± std over {seeds} seeds, dots: seeds)", fontsize=10)
+        ax.set_title(
+            f"{self.title}\n{data.extra.get('folder', '')}: columns as the table names them; "
+            f"mean ± std over {seeds} seeds, dots: seeds",
+            fontsize=9,
+        )
         fig.tight_layout()
         return fig
 

@@ -88,6 +88,7 @@ class TableFigure(Figure):
         from fedbench.report.collect import collect
 
         folder = self.table_folder(settings, context)
+        self.folder_name = folder.name
         runs, curves = collect(folder)
         runs = runs[runs["status"] == "completed"].copy()
         keep = [_matches(s, settings.where) for s in runs["setting"]]
@@ -168,10 +169,10 @@ class FedAdamWFig6(TableFigure):
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
         runs, curves = self.read(settings, context)
         curves = curves.dropna(subset=["train_loss"])
-        table = curves[["column", "method", "seed", "round", "train_loss"]].sort_values(
-            ["column", "method", "seed", "round"]
-        )
-        return FigureData(table.reset_index(drop=True), {"runs": runs["run_id"].tolist()})
+        table = curves[["column", "method", "seed", "round", "train_loss"]]
+        # Stable: the table's row order within each column.
+        table = table.sort_values("column", kind="stable").reset_index(drop=True)
+        return FigureData(table, {"folder": self.folder_name, "runs": runs["run_id"].tolist()})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
         import matplotlib.pyplot as plt
@@ -206,7 +207,11 @@ class FedAdamWFig6(TableFigure):
             ax.axis("off")
         axes.flat[0].legend(fontsize=7, ncol=2)
         seeds = table.groupby(["column", "method"])["seed"].nunique().max()
-        fig.suptitle(f"{self.title} (mean over {seeds} seeds)", fontsize=10)
+        fig.suptitle(
+            f"{self.title}\n{data.extra.get('folder', '')}: columns as the table names them; "
+            f"mean over {seeds} seeds",
+            fontsize=9,
+        )
         fig.tight_layout()
         return fig
 
