@@ -199,7 +199,6 @@ class FedAdamWFig6(TableFigure):
                     label=method,
                     zorder=3 if bold else 2,
                 )
-            ax.set_yscale("log")
             ax.set_title(column, fontsize=10)
             ax.set_xlabel("round")
             ax.set_ylabel("train loss")
