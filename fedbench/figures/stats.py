@@ -75,11 +75,15 @@ def ratio(a: Sequence[float], b: Sequence[float]) -> Comparison:
 
 
 def exceeds(comparison: Comparison, null: float) -> bool | None:
-    """True when the interval lies above `null` (0 for a difference, 1 for a ratio), False when
-    it does not, None when there is no interval (fewer than 2 values a side)."""
+    """The verdict of "the estimate is above `null`" (0 for a difference, 1 for a ratio): True
+    when the whole 95% interval lies above it, False when the whole interval lies below it (the
+    opposite holds beyond noise), None when the interval contains it (within noise) or there is
+    no interval (fewer than 2 values a side)."""
     if comparison.interval is None:
         return None
-    return comparison.low > null
+    if comparison.low > null:
+        return True
+    return False if comparison.high < null else None
 
 
 @dataclass(frozen=True)
@@ -100,8 +104,9 @@ class Ranking:
 
 def rank(values: Mapping[str, Sequence[float]], claimed: str, *, lower_is_better: bool) -> Ranking:
     """Compare row `claimed` with its strongest rival (the other row with the best mean) by
-    Welch's test on the per-seed values; the claim holds when the interval of the advantage of
-    `claimed` lies above 0."""
+    Welch's test on the per-seed values: the claim holds when the interval of the advantage of
+    `claimed` lies above 0, does not hold when it lies below 0 (the rival is better beyond
+    noise), and is undecided when it contains 0."""
     from fedbench.errors import FedbenchError
 
     if claimed not in values:

@@ -22,7 +22,9 @@ def test_welch_matches_hand_computation_and_scipy() -> None:
     a, b = [0.3, 1.9, 2.2, 0.8], [0.1, -0.4, 0.0]
     c = welch(a, b)
     assert c.p == pytest.approx(stats.ttest_ind(a, b, equal_var=False).pvalue, rel=1e-10)
-    assert exceeds(c, 0.0) is (c.low > 0)
+    assert exceeds(c, 0.0) is (True if c.low > 0 else None)  # p > 0.05: inside the interval
+    assert exceeds(welch([5.0, 5.1, 5.2], [1.0, 1.1, 1.2]), 0.0) is True
+    assert exceeds(welch([1.0, 1.1, 1.2], [5.0, 5.1, 5.2]), 0.0) is False
 
 
 def test_welch_interval_covers_the_true_difference_95_percent_of_the_time() -> None:
@@ -65,6 +67,6 @@ def test_rank_names_the_runner_up_and_decides() -> None:
     r = rank(values, "C", lower_is_better=False)
     assert (r.best, r.rival, r.holds) == ("C", "B", True)
     tie = rank({"A": [1.0, 2.0, 3.0], "B": [1.1, 2.1, 2.9]}, "A", lower_is_better=False)
-    assert tie.holds is False  # within noise: not "beyond noise of the runner-up"
+    assert tie.holds is None  # within noise of the runner-up: undecided
     with pytest.raises(FedbenchError, match="not among the rows"):
         rank(values, "D", lower_is_better=True)

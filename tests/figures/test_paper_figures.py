@@ -225,5 +225,6 @@ def test_table_figure_claims_rank_against_the_runner_up() -> None:
         ]
     )
     (claim,) = FIGURES.get("dp-fig5")().claims(FigureData(runs), _settings("dp-fig5"))
-    assert claim.value == pytest.approx(-1.0) and claim.holds is False
-    assert "best row: DP-FedAvg" in claim.statistic
+    # 1 point behind with a spread of 1 over 3 seeds: within noise, so undecided.
+    assert claim.value == pytest.approx(-1.0) and claim.holds is None
+    assert "best row: DP-FedAvg" in claim.statistic and claim.line().startswith("undecided")
