@@ -75,8 +75,8 @@ class TableFigure(Figure):
             command = "run" if settings.kind == "table" else "ablate"
             preset = f" --preset {settings.table_preset}" if settings.table_preset else ""
             raise FedbenchError(
-                f"figure {self.name} reads a {settings.table} results folder and {folder} is "
-                f"none; run `fedbench {command} {settings.table}{preset} --out {context.out}` "
+                f"figure {self.name} reads a {settings.table} results folder but {folder} is not "
+                f"one; run `fedbench {command} {settings.table}{preset} --out {context.out}` "
                 "first, give one with --set folder=DIR, or --set run=true to run it here"
             )
         return folder
