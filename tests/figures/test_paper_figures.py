@@ -228,3 +228,31 @@ def test_table_figure_claims_rank_against_the_runner_up() -> None:
     # 1 point behind with a spread of 1 over 3 seeds: within noise, so undecided.
     assert claim.value == pytest.approx(-1.0) and claim.holds is None
     assert "best row: DP-FedAvg" in claim.statistic and claim.line().startswith("undecided")
+
+
+def test_settings_merge_dotted_presets_and_sets_into_the_defaults() -> None:
+    settings = _settings("fedadamw-fig2", "base.fl.rounds=3", "seeds=4")
+    # The quick preset replaced `base`, a dotted preset key changed one method's lr, and the
+    # dotted --set changed one field of base and kept the others.
+    assert settings.base["fl"] == {
+        "rounds": 3,
+        "participation": 0.3,
+        "local_steps": 10,
+        "batch_size": 32,
+    }
+    assert settings.methods["Local AdamW"]["algorithm"]["lr"] == 3.0e-3
+    assert settings.methods["Local AdamW"]["algorithm"]["weight_decay"] == 0.01
+    assert settings.methods["Local SGD"]["algorithm"]["lr"] == 0.1
+    assert settings.seeds == 4
+    paper = figure_settings(FIGURES.get("fedadamw-fig2"), None, ["base.fl.rounds=7"])
+    assert paper.base["model"] == {"name": "vit_tiny"} and paper.base["fl"]["rounds"] == 7
+
+
+def test_sweep_where_that_matches_no_column_is_a_one_line_error(tmp_path: Path) -> None:
+    from fedbench.errors import FedbenchError
+    from fedbench.figures.base import FigureContext
+
+    context = FigureContext(out=tmp_path, folder=tmp_path / "figure")
+    with pytest.raises(FedbenchError, match="no column of table1 matches"):
+        context.sweep("table1", preset="quick", where={"partition.alpha": 0.3})
+    assert not (tmp_path / "runs").exists()
