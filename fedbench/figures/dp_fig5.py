@@ -38,11 +38,11 @@ class DPFig5(TableFigure):
     }
 
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
-        runs, _ = self.read(settings, context)
+        runs, _, folder = self.read(settings, context)
         table = runs[["column", "method", "seed", "test_acc", "run_id"]].dropna(subset=["test_acc"])
         # Stable: the table's row order within each column.
         table = table.sort_values("column", kind="stable").reset_index(drop=True)
-        return FigureData(table, {"folder": self.folder_name})
+        return FigureData(table, {"folder": folder})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
         import matplotlib.pyplot as plt

@@ -81,14 +81,13 @@ class TableFigure(Figure):
             )
         return folder
 
-    def read(self, settings: Any, context: FigureContext) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(runs, curves) of the finished runs in the columns `where` keeps, with a readable
-        `column` label."""
+    def read(self, settings: Any, context: FigureContext) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+        """(runs, curves, folder name) of the finished runs in the columns `where` keeps, with a
+        readable `column` label."""
         from fedbench.errors import FedbenchError
         from fedbench.report.collect import collect
 
         folder = self.table_folder(settings, context)
-        self.folder_name = folder.name
         runs, curves = collect(folder)
         runs = runs[runs["status"] == "completed"].copy()
         keep = [_matches(s, settings.where) for s in runs["setting"]]
@@ -102,7 +101,7 @@ class TableFigure(Figure):
         curves = curves.merge(runs[["method", "setting", "seed"]], on=["method", "setting", "seed"])
         for frame in (runs, curves):
             frame["column"] = [_label(s) for s in frame["setting"]]
-        return runs.reset_index(drop=True), curves.reset_index(drop=True)
+        return runs.reset_index(drop=True), curves.reset_index(drop=True), folder.name
 
 
 def _matches(setting: str, where: dict[str, Any]) -> bool:
@@ -167,12 +166,12 @@ class FedAdamWFig6(TableFigure):
     }
 
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
-        runs, curves = self.read(settings, context)
+        runs, curves, folder = self.read(settings, context)
         curves = curves.dropna(subset=["train_loss"])
         table = curves[["column", "method", "seed", "round", "train_loss"]]
         # Stable: the table's row order within each column.
         table = table.sort_values("column", kind="stable").reset_index(drop=True)
-        return FigureData(table, {"folder": self.folder_name, "runs": runs["run_id"].tolist()})
+        return FigureData(table, {"folder": folder, "runs": runs["run_id"].tolist()})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
         import matplotlib.pyplot as plt
