@@ -130,7 +130,7 @@ class FedAdamWFig1(Figure):
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "quick": {
             "tasks": QUICK_TASKS,
-            "lrs": {SGD: [0.03, 0.1, 0.3], ADAMW: [1e-3, 3e-3, 1e-2]},
+            "lrs": {SGD: [0.03, 0.1, 0.3, 1.0], ADAMW: [1e-3, 3e-3, 1e-2, 3e-2]},
         }
     }
 
