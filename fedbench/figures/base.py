@@ -37,7 +37,8 @@ class Claim:
     """One claim of the paper, checked by one statistic.
 
     `holds` is True or False when the statistic decides it, None when it cannot (for example
-    too few points for an interval); `interval` is a 95% interval of `value` where one exists.
+    too few points for an interval, or an interval that contains the null value: within noise;
+    fedbench.figures.stats.exceeds); `interval` is a 95% interval of `value` where one exists.
     """
 
     statement: str
