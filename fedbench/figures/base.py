@@ -10,11 +10,12 @@ the rest: settings, folders, PNG + PDF + CSV + claims.json, the printed claim li
 
 from __future__ import annotations
 
+import json
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from fedbench.strict import Seed, Strict
 
@@ -36,7 +37,8 @@ class Claim:
     """One claim of the paper, checked by one statistic.
 
     `holds` is True or False when the statistic decides it, None when it cannot (for example
-    too few points for an interval); `interval` is a 95% interval of `value` where one exists.
+    too few points for an interval, or an interval that contains the null value: within noise;
+    fedbench.figures.stats.exceeds); `interval` is a 95% interval of `value` where one exists.
     """
 
     statement: str
@@ -91,9 +93,11 @@ class FigureContext:
     folder: Path
     workers: int | None = None
 
-    def train(self, configs: list[RunConfig]) -> list[Path]:
+    def train(self, configs: list[RunConfig], *, allow_diverged: bool = False) -> list[Path]:
         """Train (or resume, or read back) each run config under out/runs; return the run
-        folders in the order given. A run that fails or diverges is an error of the figure."""
+        folders in the order given. A run that fails or diverges is an error of the figure;
+        with `allow_diverged` a diverged run is returned too (a learning-rate search expects
+        some: its summary.json says `diverged`)."""
         from fedbench.engine.run_folder import RunFolder
         from fedbench.errors import FedbenchError
         from fedbench.runner.launcher import run_one
@@ -101,13 +105,59 @@ class FigureContext:
         folders = []
         for cfg in configs:
             outcome = run_one(cfg.to_dict(), str(self.out))
-            if outcome.status != "completed":
+            if outcome.status != "completed" and not (
+                allow_diverged and outcome.status == "diverged"
+            ):
                 raise FedbenchError(
                     f"figure run {outcome.run_id} {outcome.status}: {outcome.error or 'no detail'}"
                     f"; see {self.out / 'runs' / outcome.run_id}"
                 )
             folders.append(RunFolder.for_config(self.out, cfg).path)
         return folders
+
+    def sweep(
+        self,
+        table: str,
+        *,
+        kind: Literal["table", "ablation"] = "table",
+        preset: str | None = None,
+        seeds: int | list[int] | None = None,
+        methods: list[str] | None = None,
+        overrides: list[str] | None = None,
+        where: dict[str, Any] | None = None,
+    ) -> Path:
+        """Run (or resume, or read back) a table's sweep into OUT, as `fedbench run TABLE`
+        would, keeping only the columns whose setting matches `where` (column key -> value);
+        return its table folder OUT/<table>[-<preset>]. A failed or diverged run is an error of
+        the figure."""
+        from dataclasses import replace
+
+        from rich.console import Console
+
+        from fedbench.errors import FedbenchError
+        from fedbench.runner.sweep import make_plan, run_sweep
+
+        plan = make_plan(
+            table, kind, preset=preset, seeds=seeds, methods=methods, overrides=overrides
+        )
+        if where:
+            runs = [r for r in plan.runs if all(r.setting.get(k) == v for k, v in where.items())]
+            if not runs:
+                columns = sorted({json.dumps(r.setting) for r in plan.runs})
+                raise FedbenchError(
+                    f"no column of {table} matches {json.dumps(where)}; its columns: "
+                    + "; ".join(columns)
+                )
+            plan = replace(plan, runs=runs)
+        result = run_sweep(plan, self.out, workers=self.workers, console=Console(stderr=True))
+        if result.problems:
+            what, outcome = result.problems[0]
+            raise FedbenchError(
+                f"{len(result.problems)} run(s) of {plan.name} did not finish, e.g. {what}: "
+                f"{outcome.status} ({outcome.error or 'no detail'}); fix it and rerun: finished "
+                "runs are kept"
+            )
+        return result.folder
 
 
 class Figure(ABC):

@@ -3,6 +3,7 @@ experiment, and write PNG, PDF, the plotted data as CSV, the settings and the ch
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +28,19 @@ class FigureOutput:
 def figure_settings(
     figure: type[Figure], preset: str | None, overrides: list[str] | None = None
 ) -> FigureSettings:
-    """The figure's settings: paper defaults, then the preset's values, then each `key=value`."""
-    from fedbench.config import apply_overrides, format_validation_error
+    """The figure's settings: paper defaults, then the preset's values, then each `key=value`.
+
+    A preset key or a `--set` key may be dotted (`base.fl.rounds`): it changes one entry of a
+    mapping field and keeps the rest of the default (or preset) mapping."""
+    from fedbench.config import apply_overrides, format_validation_error, set_path
     from fedbench.suggest import unknown
 
-    data: dict[str, Any] = {}
+    data: dict[str, Any] = figure.Settings().model_dump(mode="json")
     if preset is not None:
         if preset not in figure.presets:
             raise FedbenchError(unknown(f"preset of figure {figure.name}", preset, figure.presets))
-        data.update(figure.presets[preset])
+        for key, value in figure.presets[preset].items():
+            set_path(data, key.split("."), copy.deepcopy(value))
     data = apply_overrides(data, overrides or [])
     try:
         return figure.Settings.model_validate(data)
