@@ -100,11 +100,14 @@ def run_federated(
     lr: Callable[[int], float] | float,
     sampled: list[list[int]] | None = None,
     noise_std: float = 0.0,
+    oracle: bool = False,
 ) -> tuple[list[Tensor], dict[str, Any], dict[int, Any]]:
     """Run `rounds` rounds as the engine does (uniform weighting); returns x, server, client states.
 
     `noise_std` is the per-coordinate std of the privatised gradient's noise that a DP rule is told
-    about (RoundInfo.grad_noise_std); the gradients themselves stay exact."""
+    about (RoundInfo.grad_noise_std); the gradients themselves stay exact. With `oracle`, each
+    step goes through `local_step_with_oracle` (the sequential engine's entry point), for rules
+    that take several gradients per step."""
     lr_of = lr if callable(lr) else (lambda r: lr)
     x = problem.x0()
     server = alg.init_server_state(x)
@@ -120,6 +123,11 @@ def run_federated(
             local = alg.client_begin(x, server, stored, info)
             y = [t.clone() for t in x]
             for k in range(1, local_steps + 1):
+                if oracle:
+                    alg.local_step_with_oracle(
+                        y, lambda y=y, i=i: problem.grad(y, i), local, k, info
+                    )
+                    continue
                 g = problem.grad(y, i)
                 with torch.no_grad():
                     alg.local_step(y, g, local, k, info)
