@@ -67,7 +67,9 @@ class DataConfig(Strict):
 
 
 class PartitionConfig(Strict):
-    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural"] = "dirichlet"
+    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural", "shards"] = (
+        "dirichlet"
+    )
     alpha: float = Field(default=0.6, gt=0)
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
@@ -78,6 +80,11 @@ class PartitionConfig(Strict):
         lt=1,
         description="share of each client's samples held out of training as its local test "
         "set (eval.per_client); 0: none",
+    )
+    shards_per_client: int = Field(
+        default=2,
+        ge=1,
+        description="kind shards: label-sorted shards per client (McMahan et al. 2017: 2)",
     )
 
 
@@ -215,6 +222,8 @@ class RunConfig(Strict):
             "cpus_per_run",
         ):
             runtime.pop(key, None)
+        if self.partition.kind != "shards":  # read by the shard partition only
+            data["partition"].pop("shards_per_client")
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")
         from fedbench.run_name import readable_label

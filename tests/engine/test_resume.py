@@ -70,6 +70,7 @@ def _assert_same_run(resumed: Path, fresh: Path) -> None:
 #: (algorithm, extra settings) -> what a resume must restore.
 CASES = {
     "scaffold": ("scaffold", ()),  # per-client state c_i
+    "feddyn": ("feddyn", ("algorithm.alpha=0.1",)),  # per-client grad_i, server h
     "fedadamw-vectorized": ("fedadamw", ("runtime.engine=vectorized",)),  # v_bar, Delta_G
     "dp_fedadamw": ("dp_fedadamw", ("privacy.noise_multiplier=1.0", "privacy.clip=1.0")),  # noise
 }
@@ -90,6 +91,7 @@ def fresh_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     [
         ("scaffold", True),
         ("scaffold", False),
+        ("feddyn", False),
         ("fedadamw-vectorized", True),
         ("dp_fedadamw", False),
     ],
