@@ -104,6 +104,28 @@ class FLConfig(Strict):
     participation: float = Field(default=0.25, gt=0, le=1)
     local_steps: int = Field(default=20, ge=1)
     batch_size: int = Field(default=32, ge=0, description="0: the client's whole dataset")
+    local_steps_min: int | None = Field(
+        default=None,
+        ge=1,
+        description="system heterogeneity: each client's local steps in a round are drawn "
+        "uniformly from local_steps_min..local_steps (seeded by seed, round, client); "
+        "null: every client runs local_steps",
+    )
+    dropout: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="probability that a sampled client drops out of a round (seeded by seed, "
+        "round, client): its update is lost and the round averages the clients that finished",
+    )
+
+    @model_validator(mode="after")
+    def _local_steps_range(self) -> FLConfig:
+        if self.local_steps_min is not None and self.local_steps_min > self.local_steps:
+            raise ValueError(
+                f"local_steps_min {self.local_steps_min} exceeds local_steps {self.local_steps}"
+            )
+        return self
 
 
 class PrivacyConfig(Strict):
@@ -222,8 +244,14 @@ class RunConfig(Strict):
             "cpus_per_run",
         ):
             runtime.pop(key, None)
+        # Fields added after run ids were first issued, hashed only where they act, so that
+        # the runs that do not use them keep their ids.
         if self.partition.kind != "shards":  # read by the shard partition only
             data["partition"].pop("shards_per_client")
+        if self.fl.local_steps_min is None:
+            data["fl"].pop("local_steps_min")
+        if self.fl.dropout == 0.0:
+            data["fl"].pop("dropout")
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")
         from fedbench.run_name import readable_label

@@ -4,6 +4,7 @@ clients one after the other on the one resident model, then ends in `finish_roun
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import time
 from collections.abc import Callable
@@ -30,7 +31,12 @@ from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.progress import make_progress
 from fedbench.engine.run_folder import RunFolder
-from fedbench.engine.schedule import local_lr, participation_counts
+from fedbench.engine.schedule import (
+    client_local_steps,
+    clients_per_round,
+    local_lr,
+    participation_counts,
+)
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
 from fedbench.provenance import git_state
@@ -153,15 +159,19 @@ class Engine:
         _, train_loss = evaluate(
             s.model, s.data.x_train[idx], s.data.y_train[idx], cfg.eval.batch_size, s.prepare
         )
-        sampled = len(s.schedule[0])
+        # Client-rounds so far: with dropout, only the clients that finished their round count.
+        if cfg.fl.dropout > 0:
+            trained = sum(len(s.schedule[r]) for r in range(rounds_done))
+        else:
+            trained = clients_per_round(cfg.fl.participation, s.num_clients) * rounds_done
         row = {
             "round": rounds_done,
             "test_acc": acc,
             "test_loss": test_loss,
             "train_loss": train_loss,
             "lr": lr,
-            "comm_up": s.algorithm.comm_up() * sampled * rounds_done,
-            "comm_down": s.algorithm.comm_down() * sampled * rounds_done,
+            "comm_up": s.algorithm.comm_up() * trained,
+            "comm_down": s.algorithm.comm_down() * trained,
             "elapsed_s": round(elapsed, 3),
         }
         if cfg.eval.diagnostics:
@@ -180,13 +190,20 @@ class Engine:
         """One round; with `diagnostics`, also FedAdamW Figure 2's client_drift and v_spread."""
         s, cfg = self.setup, self.cfg
         clients = s.schedule[r]
-        info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
+        if not clients:  # every sampled client dropped out: no update this round
+            return
+        base_info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
         results = RoundResults(diagnostics, keep_uploads=s.algorithm.uses_client_uploads)
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
             if stored is not None:
                 stored = to_device(stored, s.device)
+            steps = client_local_steps(
+                cfg.seed, r, client, cfg.fl.local_steps, cfg.fl.local_steps_min
+            )
+            # The client's own K_i (system heterogeneity); the server step keeps the nominal K.
+            info = dataclasses.replace(base_info, local_steps=steps)
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
             step_ratio = run_client(
                 self.local_training,
@@ -198,7 +215,7 @@ class Engine:
             )
             params = [p.detach() for p in self.params]
             self._end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
-        self._finish_round(results, info)
+        self._finish_round(results, base_info)
 
     def _end_client(
         self,
@@ -304,7 +321,7 @@ class Engine:
             "d": s.algorithm.spec.d,
             "comm_up": s.algorithm.comm_up(),
             "comm_down": s.algorithm.comm_down(),
-            "clients_per_round": len(s.schedule[0]),
+            "clients_per_round": clients_per_round(cfg.fl.participation, s.num_clients),
             "participation_counts": participation_counts(s.schedule, s.num_clients),
             "eval_split": "validation" if cfg.data.val_fraction else "test",
             "epsilon": s.privacy.epsilon() if s.privacy else None,

@@ -20,9 +20,41 @@ def sampled_clients(seed: int, round_idx: int, num_clients: int, sampled: int) -
     return sorted(int(c) for c in rng.choice(num_clients, size=sampled, replace=False))
 
 
-def client_schedule(seed: int, rounds: int, num_clients: int, sampled: int) -> list[list[int]]:
+#: Salts of the per-(seed, round, client) draws, so that they are independent of each other and
+#: of the client's batch order.
+_DROPOUT_SALT, _STEPS_SALT = 0x0D, 0x5E
+
+
+def drops_out(seed: int, round_idx: int, client: int, dropout: float) -> bool:
+    """Whether the sampled client drops out of round r (probability `dropout`)."""
+    if dropout <= 0.0:
+        return False
+    return bool(np.random.default_rng([seed, round_idx, client, _DROPOUT_SALT]).random() < dropout)
+
+
+def round_clients(
+    seed: int, round_idx: int, num_clients: int, sampled: int, dropout: float = 0.0
+) -> list[int]:
+    """The clients that train in round r: the sampled ones less those that drop out."""
+    chosen = sampled_clients(seed, round_idx, num_clients, sampled)
+    return [c for c in chosen if not drops_out(seed, round_idx, c, dropout)]
+
+
+def client_local_steps(
+    seed: int, round_idx: int, client: int, local_steps: int, local_steps_min: int | None
+) -> int:
+    """K_i of the client in round r: local_steps, or uniform over local_steps_min..local_steps."""
+    if local_steps_min is None or local_steps_min == local_steps:
+        return local_steps
+    rng = np.random.default_rng([seed, round_idx, client, _STEPS_SALT])
+    return int(rng.integers(local_steps_min, local_steps + 1))
+
+
+def client_schedule(
+    seed: int, rounds: int, num_clients: int, sampled: int, dropout: float = 0.0
+) -> list[list[int]]:
     """The whole schedule, known before training (DP accounting and resume rely on it)."""
-    return [sampled_clients(seed, r, num_clients, sampled) for r in range(rounds)]
+    return [round_clients(seed, r, num_clients, sampled, dropout) for r in range(rounds)]
 
 
 def participation_counts(schedule: list[list[int]], num_clients: int) -> list[int]:

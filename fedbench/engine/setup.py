@@ -136,7 +136,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
     sampled = clients_per_round(cfg.fl.participation, len(parts))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled)
+    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled, cfg.fl.dropout)
     privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule)
     data = data.to(device)
     return RunSetup(

@@ -50,6 +50,8 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     if not setup.algorithm.supports_vectorized:
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
+    if setup.cfg.fl.local_steps_min is not None:
+        return "fl.local_steps_min gives clients different numbers of local steps"
     return None
 
 
@@ -147,6 +149,8 @@ class VectorizedEngine(Engine):
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
         clients = self.setup.schedule[r]
+        if not clients:  # every sampled client dropped out: no update this round
+            return
         info = RoundInfo(r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients))
         results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
         chunk = self.client_chunk(len(clients))
