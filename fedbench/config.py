@@ -135,6 +135,35 @@ class PrivacyConfig(Strict):
     target_epsilon: float | None = Field(default=None, gt=0)
     accountant: Literal["rdp", "prv"] = "rdp"
     sampling: Literal["fixed", "poisson"] = "fixed"
+    level: Literal["sample", "client"] = Field(
+        default="sample",
+        description="sample: per-sample clipping and noise on every local gradient (DP-SGD); "
+        "client: each client's update clipped to `clip` and Gaussian noise added to their sum "
+        "at the server (DP-FedAvg, McMahan et al. 2018)",
+    )
+    adaptive_clip: bool = Field(
+        default=False,
+        description="client level: adapt `clip` each round toward the target_quantile of the "
+        "update norms (Andrew et al. 2021); `clip` is the initial value",
+    )
+    target_quantile: float = Field(
+        default=0.5, gt=0, lt=1, description="adaptive_clip: the quantile gamma to track"
+    )
+    clip_lr: float = Field(
+        default=0.2, gt=0, description="adaptive_clip: the geometric step eta_C of the clip"
+    )
+    count_noise: float | None = Field(
+        default=None,
+        gt=0,
+        description="adaptive_clip: std sigma_b of the noise on the count of unclipped updates "
+        "(null: expected clients per round / 20, Andrew et al.'s choice)",
+    )
+
+    @model_validator(mode="after")
+    def _client_level_fields(self) -> PrivacyConfig:
+        if self.level == "sample" and self.adaptive_clip:
+            raise ValueError("adaptive_clip applies to level client only")
+        return self
 
 
 class EvalConfig(Strict):
@@ -252,6 +281,9 @@ class RunConfig(Strict):
             data["fl"].pop("local_steps_min")
         if self.fl.dropout == 0.0:
             data["fl"].pop("dropout")
+        if self.privacy is not None and self.privacy.level == "sample":
+            for key in ("level", "adaptive_clip", "target_quantile", "clip_lr", "count_noise"):
+                data["privacy"].pop(key)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = self.data.name.replace("/", "-")
         from fedbench.run_name import readable_label

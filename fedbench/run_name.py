@@ -41,6 +41,7 @@ ALIASES = {
     "privacy.clip": "C",
     "privacy.target_epsilon": "eps",
     "privacy.delta": "delta",
+    "privacy.level": "dp",
 }
 
 

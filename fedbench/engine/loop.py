@@ -39,7 +39,11 @@ from fedbench.engine.schedule import (
 )
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
+from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
+
+#: The server-state entry of the engine's client-level DP state (the adaptive clip C).
+CLIENT_DP_KEY = "client_level_dp"
 
 
 def _state_buffers(model: torch.nn.Module) -> list[Tensor]:
@@ -85,7 +89,9 @@ class Engine:
         )
         if cuda_graphs_wanted(self.cfg, setup.device):
             self.forward = GraphedForward(model)
-        plan = setup.privacy
+        plan = (
+            setup.privacy if setup.privacy is not None and setup.privacy.level == "sample" else None
+        )
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
             model=model,
@@ -193,7 +199,7 @@ class Engine:
         if not clients:  # every sampled client dropped out: no update this round
             return
         base_info = RoundInfo(r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
-        results = RoundResults(diagnostics, keep_uploads=s.algorithm.uses_client_uploads)
+        results = self._new_results(r, diagnostics)
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
@@ -246,10 +252,22 @@ class Engine:
             step_ratio=step_ratio,
         )
 
+    def _new_results(self, r: int, diagnostics: bool) -> RoundResults:
+        """The round's results, with the client-level DP mechanism of a client-level run (its
+        clip C lives in the server state, so that a resumed run continues with it)."""
+        plan, client_dp = self.setup.privacy, None
+        if plan is not None and plan.level == "client":
+            clip = self.server.setdefault(CLIENT_DP_KEY, {"clip": plan.config.clip})["clip"]
+            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip))
+        keep = self.setup.algorithm.uses_client_uploads
+        return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
+
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
         found = finish_round(
             results, self.setup.algorithm, self.x, self.server, self.global_buffers, info
         )
+        if results.client_dp is not None:
+            self.server[CLIENT_DP_KEY]["clip"] = results.client_dp.new_clip
         if found is not None:
             self.diagnostics = found
 

@@ -71,6 +71,16 @@ def _assert_same_run(resumed: Path, fresh: Path) -> None:
 CASES = {
     "scaffold": ("scaffold", ()),  # per-client state c_i
     "feddyn": ("feddyn", ("algorithm.alpha=0.1",)),  # per-client grad_i, server h
+    "client-dp": (  # the adaptive clip C and the server's noise stream
+        "fedavg",
+        (
+            "privacy.level=client",
+            "privacy.adaptive_clip=true",
+            "privacy.noise_multiplier=0.5",
+            "privacy.count_noise=5",
+            "privacy.clip=0.5",
+        ),
+    ),
     "fedadamw-vectorized": ("fedadamw", ("runtime.engine=vectorized",)),  # v_bar, Delta_G
     "dp_fedadamw": ("dp_fedadamw", ("privacy.noise_multiplier=1.0", "privacy.clip=1.0")),  # noise
 }
@@ -92,6 +102,7 @@ def fresh_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ("scaffold", True),
         ("scaffold", False),
         ("feddyn", False),
+        ("client-dp", True),
         ("fedadamw-vectorized", True),
         ("dp_fedadamw", False),
     ],
