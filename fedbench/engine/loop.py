@@ -39,6 +39,7 @@ from fedbench.engine.schedule import (
 )
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
+from fedbench.models.representation import represent_with, representation_split
 from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
 
@@ -107,6 +108,7 @@ class Engine:
             channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
+            **self._representation(model),
         )
         n_train = setup.data.n_train
         subset = train_subset_indices(n_train, self.cfg.eval.train_subset, self.cfg.seed)
@@ -251,6 +253,18 @@ class Engine:
             client=client,
             step_ratio=step_ratio,
         )
+
+    def _representation(self, model: torch.nn.Module) -> dict[str, Any]:
+        """LocalTraining's representation fields, for algorithms that use it (MOON)."""
+        if not self.setup.algorithm.uses_representation:
+            return {}
+        represent, classify = representation_split(model)
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        return {
+            "represent": represent,
+            "classify": classify,
+            "represent_with": represent_with(model, names),
+        }
 
     def _new_results(self, r: int, diagnostics: bool) -> RoundResults:
         """The round's results, with the client-level DP mechanism of a client-level run (its
