@@ -68,7 +68,9 @@ class DataConfig(Strict):
 
 
 class PartitionConfig(Strict):
-    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural"] = "dirichlet"
+    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural", "shards"] = (
+        "dirichlet"
+    )
     alpha: float = Field(default=0.6, gt=0)
     clients: int = Field(default=20, ge=1)
     samples_per_client: int | None = Field(default=None, ge=1)
@@ -79,6 +81,11 @@ class PartitionConfig(Strict):
         lt=1,
         description="share of each client's samples held out of training as its local test "
         "set (eval.per_client); 0: none",
+    )
+    shards_per_client: int = Field(
+        default=2,
+        ge=1,
+        description="kind shards: label-sorted shards per client (McMahan et al. 2017: 2)",
     )
 
 
@@ -98,6 +105,28 @@ class FLConfig(Strict):
     participation: float = Field(default=0.25, gt=0, le=1)
     local_steps: int = Field(default=20, ge=1)
     batch_size: int = Field(default=32, ge=0, description="0: the client's whole dataset")
+    local_steps_min: int | None = Field(
+        default=None,
+        ge=1,
+        description="system heterogeneity: each client's local steps in a round are drawn "
+        "uniformly from local_steps_min..local_steps (seeded by seed, round, client); "
+        "null: every client runs local_steps",
+    )
+    dropout: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="probability that a sampled client drops out of a round (seeded by seed, "
+        "round, client): its update is lost and the round averages the clients that finished",
+    )
+
+    @model_validator(mode="after")
+    def _local_steps_range(self) -> FLConfig:
+        if self.local_steps_min is not None and self.local_steps_min > self.local_steps:
+            raise ValueError(
+                f"local_steps_min {self.local_steps_min} exceeds local_steps {self.local_steps}"
+            )
+        return self
 
 
 class PrivacyConfig(Strict):
@@ -107,6 +136,35 @@ class PrivacyConfig(Strict):
     target_epsilon: float | None = Field(default=None, gt=0)
     accountant: Literal["rdp", "prv"] = "rdp"
     sampling: Literal["fixed", "poisson"] = "fixed"
+    level: Literal["sample", "client"] = Field(
+        default="sample",
+        description="sample: per-sample clipping and noise on every local gradient (DP-SGD); "
+        "client: each client's update clipped to `clip` and Gaussian noise added to their sum "
+        "at the server (DP-FedAvg, McMahan et al. 2018)",
+    )
+    adaptive_clip: bool = Field(
+        default=False,
+        description="client level: adapt `clip` each round toward the target_quantile of the "
+        "update norms (Andrew et al. 2021); `clip` is the initial value",
+    )
+    target_quantile: float = Field(
+        default=0.5, gt=0, lt=1, description="adaptive_clip: the quantile gamma to track"
+    )
+    clip_lr: float = Field(
+        default=0.2, gt=0, description="adaptive_clip: the geometric step eta_C of the clip"
+    )
+    count_noise: float | None = Field(
+        default=None,
+        gt=0,
+        description="adaptive_clip: std sigma_b of the noise on the count of unclipped updates "
+        "(null: expected clients per round / 20, Andrew et al.'s choice)",
+    )
+
+    @model_validator(mode="after")
+    def _client_level_fields(self) -> PrivacyConfig:
+        if self.level == "sample" and self.adaptive_clip:
+            raise ValueError("adaptive_clip applies to level client only")
+        return self
 
 
 class EvalConfig(Strict):
@@ -230,9 +288,19 @@ class RunConfig(Strict):
             "cpus_per_run",
         ):
             runtime.pop(key, None)
-        # A field added later, at its default, leaves earlier runs' ids (and resumes) intact.
+        # Fields added after run ids were first issued, hashed only where they act, so that
+        # the runs that do not use them keep their ids (and resume).
         if data["algorithm"].get("lr_schedule_scope") == "round":
             del data["algorithm"]["lr_schedule_scope"]
+        if self.partition.kind != "shards":  # read by the shard partition only
+            data["partition"].pop("shards_per_client")
+        if self.fl.local_steps_min is None:
+            data["fl"].pop("local_steps_min")
+        if self.fl.dropout == 0.0:
+            data["fl"].pop("dropout")
+        if self.privacy is not None and self.privacy.level == "sample":
+            for key in ("level", "adaptive_clip", "target_quantile", "clip_lr", "count_noise"):
+                data["privacy"].pop(key)
         return data
 
 

@@ -32,6 +32,7 @@ ALIASES = {
     "partition.alpha": "dir",
     "partition.clients": "N",
     "partition.kind": "split",
+    "partition.shards_per_client": "shards",
     "fl.rounds": "T",
     "fl.local_steps": "K",
     "fl.batch_size": "B",
@@ -40,6 +41,7 @@ ALIASES = {
     "privacy.clip": "C",
     "privacy.target_epsilon": "eps",
     "privacy.delta": "delta",
+    "privacy.level": "dp",
 }
 
 

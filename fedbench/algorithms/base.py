@@ -147,6 +147,9 @@ class Algorithm(ABC):
     #: True: the engine keeps every sampled client's upload for `server_update_with_uploads`
     #: (S uploads in memory at once instead of the streaming mean's one).
     uses_client_uploads: ClassVar[bool] = False
+    #: True: the local objective adds `representation_loss` on the model's representation
+    #: (fedbench.models.representation; MOON), computed by the sequential engine.
+    uses_representation: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -241,6 +244,18 @@ class Algorithm(ABC):
         averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
         and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
+
+    def representation_loss(
+        self,
+        z: Tensor,
+        anchor: Callable[[Tensors], Tensor],
+        local: State,
+        info: RoundInfo,
+    ) -> Tensor:
+        """With `uses_representation`: the term added to the batch's cross-entropy, from the
+        batch's representation z (with gradient) and `anchor(weights)`, the same batch's
+        representation under other weights (fixed, without gradient)."""
+        raise NotImplementedError(f"{type(self).__name__} sets no uses_representation")
 
     # --- diagnostics ------------------------------------------------------------------------------
     def v_block_means(self, local: State) -> Tensor | None:

@@ -21,7 +21,6 @@ The mechanism (clipping, noise), the accountant and the privacy plan live in fed
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -30,7 +29,8 @@ from torch import Tensor
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors
 from fedbench.algorithms.fedadamw import FedAdamW
-from fedbench.algorithms.fedavg import FedAvg, sgd_step_
+from fedbench.algorithms.fedavg import FedAvg
+from fedbench.algorithms.fedsam import FedSAM
 from fedbench.algorithms.registry import ALGORITHMS
 
 DP_PREFIX = "dp_"
@@ -169,42 +169,11 @@ ALGORITHMS.register("dp_fedavg_ls")(DPFedAvgLS)
 # --- dp_fedsam --------------------------------------------------------------------------------
 
 
-class DPFedSAM(
-    dp_variant(
-        FedAvg,
-        "dp_fedsam",
-        rho=(float, Field(default=0.05, ge=0, description="SAM perturbation radius")),
-    )
-):  # type: ignore[misc]
-    """DP-FedSAM (Shi et al. 2023): local SAM, both gradients privatised (2 per step)."""
+class DPFedSAM(dp_variant(FedSAM, "dp_fedsam")):  # type: ignore[misc]
+    """DP-FedSAM (Shi et al. 2023): FedSAM's local SAM step, both gradients privatised (the
+    accountant counts 2 per step)."""
 
     paper = "Shi et al. 2023 (CVPR), DP-FedSAM; baseline of DP-FedAdamW"
-    #: The accountant counts both privatised gradients of a step.
-    gradients_per_step: ClassVar[int] = 2
-    #: The two-gradient step runs through the sequential engine's gradient oracle only.
-    supports_vectorized: ClassVar[bool] = False
-
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
-        sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)
-
-    def local_step_with_oracle(
-        self,
-        y: Tensors,
-        gradient: Callable[[], Tensors],
-        local: State,
-        k: int,
-        info: RoundInfo,
-    ) -> None:
-        """Two privatised gradients per step: g1 at y, then g2 at the SAM point y + e."""
-        g1 = gradient()
-        with torch.no_grad():
-            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g1)))
-            e = torch._foreach_mul(g1, self.params.rho / (float(norm) + 1e-12))
-            torch._foreach_add_(y, e)
-        g2 = gradient()
-        with torch.no_grad():
-            torch._foreach_sub_(y, e)
-            self.local_step(y, g2, local, k, info)
 
 
 ALGORITHMS.register("dp_fedsam")(DPFedSAM)

@@ -10,6 +10,11 @@
 - dirichlet_label (NIID-Bench / Flower): each class split over clients ~ Dir(alpha); unequal sizes.
 - iid: a seeded shuffle cut into equal parts.
 - natural: the client ids shipped with the data.
+- shards (McMahan et al. 2017, the pathological non-IID split): the training set sorted by label
+  (ties in a seeded random order) and cut into N * shards_per_client equal shards; each client
+  gets shards_per_client of them at random (a shard lies in one class unless it straddles a
+  class boundary, so a client with 2 shards sees 1 to 4 classes, mostly 2). Shards hold
+  floor(size / shards_per_client) samples; the samples left over are not used.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ def partition(
         )
     size = cfg.samples_per_client or n // cfg.clients
     # dirichlet_equal reuses samples, so it may ask for more than n in total.
-    if cfg.kind in ("dirichlet", "iid") and size * cfg.clients > n:
+    if cfg.kind in ("dirichlet", "iid", "shards") and size * cfg.clients > n:
         raise FedbenchError(
             f"partition.samples_per_client {size} x {cfg.clients} clients exceeds the {n} training "
             "samples; lower samples_per_client or clients"
@@ -56,6 +61,8 @@ def partition(
         return _dirichlet(labels, num_classes, cfg.clients, size, cfg.alpha, rng)
     if cfg.kind == "dirichlet_equal":
         return _dirichlet_equal(labels, num_classes, cfg.clients, size, cfg.alpha, rng)
+    if cfg.kind == "shards":
+        return _shards(labels, cfg.clients, cfg.shards_per_client, size, rng)
     return _dirichlet_label(labels, num_classes, cfg.clients, cfg.alpha, rng)
 
 
@@ -116,6 +123,23 @@ def _dirichlet_equal(
             idx.append(pools[k][take])
         out[c] = np.sort(np.concatenate(idx))
     return out
+
+
+def _shards(
+    labels: np.ndarray, clients: int, per_client: int, size: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    shard = size // per_client
+    if shard < 1:
+        raise FedbenchError(
+            f"partition.shards_per_client {per_client} exceeds the {size} samples per client; "
+            "lower shards_per_client or clients"
+        )
+    shuffled = rng.permutation(len(labels))
+    by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
+    total = clients * per_client
+    shards = by_label[: total * shard].reshape(total, shard)
+    owners = rng.permutation(total).reshape(clients, per_client)
+    return [np.sort(shards[own].reshape(-1)) for own in owners]
 
 
 def _dirichlet_label(

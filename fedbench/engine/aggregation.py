@@ -15,6 +15,7 @@ from torch import Tensor
 
 from fedbench.algorithms.base import Algorithm, ClientUpload, RoundInfo, State
 from fedbench.errors import DivergedError
+from fedbench.privacy.client_level import ClientLevelRound
 
 
 def _squared_norm(tensors: list[Tensor]) -> Tensor:
@@ -99,8 +100,16 @@ class RoundResults:
     local step ratio (mean over its K steps of RMS(y_k - y_{k-1}) / eta_r).
     """
 
-    def __init__(self, diagnostics: bool, keep_uploads: bool = False) -> None:
+    def __init__(
+        self,
+        diagnostics: bool,
+        keep_uploads: bool = False,
+        client_dp: ClientLevelRound | None = None,
+    ) -> None:
         self.diagnostics = diagnostics
+        #: Client-level DP (privacy.level client): clips each upload as it arrives and
+        #: privatises the round's sum in `finish_round`.
+        self.client_dp = client_dp
         #: Every client's upload, kept only for algorithms that read them all
         #: (`Algorithm.uses_client_uploads`); otherwise only the streaming mean exists.
         self.keep_uploads = keep_uploads
@@ -121,6 +130,8 @@ class RoundResults:
         client: int = -1,
         step_ratio: float | None = None,
     ) -> None:
+        if self.client_dp is not None:
+            upload = self.client_dp.add(upload)
         self.uploads.add(upload, weight)
         if self.keep_uploads:
             self.client_uploads.append(ClientUpload.kept(client, weight, upload))
@@ -149,7 +160,10 @@ def finish_round(
     diagnostics (None without them). Raises DivergedError on a non-finite mean update, the
     round's one host-side finiteness check.
     """
-    mean = results.uploads.means()
+    if results.client_dp is not None:
+        mean = results.client_dp.privatise(results.uploads.sums)
+    else:
+        mean = results.uploads.means()
     if not all_finite(mean["delta"]):
         raise DivergedError(f"non-finite model update in round {info.round + 1}")
     diagnostics = (

@@ -59,6 +59,11 @@ class LocalTraining:
     private: PrivateGradient | None = None
     #: Poisson sampling of the private batches (privacy.sampling: poisson).
     poisson: bool = False
+    #: For algorithms with `uses_representation` (MOON): the model's representation, its
+    #: classifier, and the representation under other weights (fedbench.models.representation).
+    represent: Callable[[Tensor], Tensor] | None = None
+    classify: Callable[[Tensor], Tensor] | None = None
+    represent_with: Callable[[list[Tensor], Tensor], Tensor] | None = None
 
 
 def _batch_order(
@@ -72,6 +77,22 @@ def _batch_order(
         rate = run.private.divisor(samples.numel()) / samples.numel()
         return poisson_batches(samples, local_steps, rate, generator, advance)
     return batch_indices(samples, local_steps, run.batch_size, generator, advance)
+
+
+def _local_loss(
+    run: LocalTraining, xb: Tensor, yb: Tensor, local: State, info: RoundInfo
+) -> Tensor:
+    """The batch's cross-entropy, plus the algorithm's term on the representation (MOON)."""
+    if run.represent is None or run.classify is None or run.represent_with is None:
+        return nn.functional.cross_entropy(run.forward(xb), yb)
+    z = run.represent(xb)
+    represent_with = run.represent_with
+
+    def anchor(weights: list[Tensor]) -> Tensor:
+        return represent_with(weights, xb)
+
+    extra = run.algorithm.representation_loss(z, anchor, local, info)
+    return nn.functional.cross_entropy(run.classify(z), yb) + extra
 
 
 def run_client(
@@ -92,7 +113,7 @@ def run_client(
     is not applied on top. Each step goes through `Algorithm.local_step_with_oracle`, which gets
     a function computing g at the current parameters (one call by default; DP-FedSAM: two).
     """
-    model, forward, params, algorithm = run.model, run.forward, run.params, run.algorithm
+    model, params, algorithm = run.model, run.params, run.algorithm
     data, prepare, private, grad_clip = run.data, run.prepare, run.private, run.grad_clip
     seed, autocast = run.seed, run.autocast
     client_key = client_seed(seed, info.round, client)
@@ -126,7 +147,7 @@ def run_client(
             if private is not None:
                 return private(xb, yb, n_local=n_local, generator=noise)
             with cast:
-                loss = nn.functional.cross_entropy(forward(xb), yb)
+                loss = _local_loss(run, xb, yb, local, info)
             grads = list(torch.autograd.grad(loss, params))
             clip_grad_norm_(grads, grad_clip)
             return grads

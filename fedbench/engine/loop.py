@@ -4,6 +4,7 @@ clients one after the other on the one resident model, then ends in `finish_roun
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import time
 from collections.abc import Callable
@@ -31,10 +32,21 @@ from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.progress import make_progress
 from fedbench.engine.run_folder import RunFolder
-from fedbench.engine.schedule import local_lr, participation_counts, round_info
+from fedbench.engine.schedule import (
+    client_local_steps,
+    clients_per_round,
+    local_lr,
+    participation_counts,
+    round_info,
+)
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
+from fedbench.models.representation import represent_with, representation_split
+from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
+
+#: The server-state entry of the engine's client-level DP state (the adaptive clip C).
+CLIENT_DP_KEY = "client_level_dp"
 
 
 def _state_buffers(model: torch.nn.Module) -> list[Tensor]:
@@ -80,7 +92,9 @@ class Engine:
         )
         if cuda_graphs_wanted(self.cfg, setup.device):
             self.forward = GraphedForward(model)
-        plan = setup.privacy
+        plan = (
+            setup.privacy if setup.privacy is not None and setup.privacy.level == "sample" else None
+        )
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
             model=model,
@@ -96,6 +110,7 @@ class Engine:
             channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
+            **self._representation(model),
         )
         n_train = setup.data.n_train
         subset = train_subset_indices(n_train, self.cfg.eval.train_subset, self.cfg.seed)
@@ -171,15 +186,19 @@ class Engine:
         _, train_loss = evaluate(
             s.model, s.data.x_train[idx], s.data.y_train[idx], cfg.eval.batch_size, s.prepare
         )
-        sampled = len(s.schedule[0])
+        # Client-rounds so far: with dropout, only the clients that finished their round count.
+        if cfg.fl.dropout > 0:
+            trained = sum(len(s.schedule[r]) for r in range(rounds_done))
+        else:
+            trained = clients_per_round(cfg.fl.participation, s.num_clients) * rounds_done
         row = {
             "round": rounds_done,
             "test_acc": acc,
             "test_loss": test_loss,
             "train_loss": train_loss,
             "lr": lr,
-            "comm_up": s.algorithm.comm_up() * sampled * rounds_done,
-            "comm_down": s.algorithm.comm_down() * sampled * rounds_done,
+            "comm_up": s.algorithm.comm_up() * trained,
+            "comm_down": s.algorithm.comm_down() * trained,
             "elapsed_s": round(elapsed, 3),
         }
         if cfg.eval.diagnostics:
@@ -198,13 +217,22 @@ class Engine:
         """One round; with `diagnostics`, also FedAdamW Figure 2's client_drift and v_spread."""
         s, cfg = self.setup, self.cfg
         clients = s.schedule[r]
-        info = round_info(cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
-        results = RoundResults(diagnostics, keep_uploads=s.algorithm.uses_client_uploads)
+        if not clients:  # every sampled client dropped out: no update this round
+            return
+        base_info = round_info(
+            cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients)
+        )
+        results = self._new_results(r, diagnostics)
         for client in clients:
             self._load_global()
             stored = self.client_states.get(client)
             if stored is not None:
                 stored = to_device(stored, s.device)
+            steps = client_local_steps(
+                cfg.seed, r, client, cfg.fl.local_steps, cfg.fl.local_steps_min
+            )
+            # The client's own K_i (system heterogeneity); the server step keeps the nominal K.
+            info = dataclasses.replace(base_info, local_steps=steps)
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
             step_ratio = run_client(
                 self.local_training,
@@ -216,7 +244,7 @@ class Engine:
             )
             params = [p.detach() for p in self.params]
             self._end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
-        self._finish_round(results, info)
+        self._finish_round(results, base_info)
 
     def _end_client(
         self,
@@ -247,10 +275,34 @@ class Engine:
             step_ratio=step_ratio,
         )
 
+    def _representation(self, model: torch.nn.Module) -> dict[str, Any]:
+        """LocalTraining's representation fields, for algorithms that use it (MOON)."""
+        if not self.setup.algorithm.uses_representation:
+            return {}
+        represent, classify = representation_split(model)
+        names = [n for n, p in model.named_parameters() if p.requires_grad]
+        return {
+            "represent": represent,
+            "classify": classify,
+            "represent_with": represent_with(model, names),
+        }
+
+    def _new_results(self, r: int, diagnostics: bool) -> RoundResults:
+        """The round's results, with the client-level DP mechanism of a client-level run (its
+        clip C lives in the server state, so that a resumed run continues with it)."""
+        plan, client_dp = self.setup.privacy, None
+        if plan is not None and plan.level == "client":
+            clip = self.server.setdefault(CLIENT_DP_KEY, {"clip": plan.config.clip})["clip"]
+            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip))
+        keep = self.setup.algorithm.uses_client_uploads
+        return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
+
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
         found = finish_round(
             results, self.setup.algorithm, self.x, self.server, self.global_buffers, info
         )
+        if results.client_dp is not None:
+            self.server[CLIENT_DP_KEY]["clip"] = results.client_dp.new_clip
         if found is not None:
             self.diagnostics = found
 
@@ -322,7 +374,7 @@ class Engine:
             "d": s.algorithm.spec.d,
             "comm_up": s.algorithm.comm_up(),
             "comm_down": s.algorithm.comm_down(),
-            "clients_per_round": len(s.schedule[0]),
+            "clients_per_round": clients_per_round(cfg.fl.participation, s.num_clients),
             "participation_counts": participation_counts(s.schedule, s.num_clients),
             "eval_split": "validation" if cfg.data.val_fraction else "test",
             "epsilon": s.privacy.epsilon() if s.privacy else None,

@@ -22,14 +22,48 @@ def sampled_clients(seed: int, round_idx: int, num_clients: int, sampled: int) -
     return sorted(int(c) for c in rng.choice(num_clients, size=sampled, replace=False))
 
 
+#: Salts of the per-(seed, round, client) draws, so that they are independent of each other and
+#: of the client's batch order.
+_DROPOUT_SALT, _STEPS_SALT = 0x0D, 0x5E
+
+
+def drops_out(seed: int, round_idx: int, client: int, dropout: float) -> bool:
+    """Whether the sampled client drops out of round r (probability `dropout`)."""
+    if dropout <= 0.0:
+        return False
+    return bool(np.random.default_rng([seed, round_idx, client, _DROPOUT_SALT]).random() < dropout)
+
+
+def round_clients(
+    seed: int, round_idx: int, num_clients: int, sampled: int, dropout: float = 0.0
+) -> list[int]:
+    """The clients that train in round r: the sampled ones less those that drop out."""
+    chosen = sampled_clients(seed, round_idx, num_clients, sampled)
+    return [c for c in chosen if not drops_out(seed, round_idx, c, dropout)]
+
+
+def client_local_steps(
+    seed: int, round_idx: int, client: int, local_steps: int, local_steps_min: int | None
+) -> int:
+    """K_i of the client in round r: local_steps, or uniform over local_steps_min..local_steps."""
+    if local_steps_min is None or local_steps_min == local_steps:
+        return local_steps
+    rng = np.random.default_rng([seed, round_idx, client, _STEPS_SALT])
+    return int(rng.integers(local_steps_min, local_steps + 1))
+
+
 class ClientSchedule(Sequence[list[int]]):
     """The whole schedule, known before training (DP accounting and resume rely on it), drawn
-    round by round when asked: `schedule[r]` is `sampled_clients(seed, r, ...)`, so memory does not
-    grow with the number of rounds (a run of 10**9 rounds starts at once) and any round can be
-    read without the ones before it (a resumed run). `schedule[:r]` is the first r rounds."""
+    round by round when asked: `schedule[r]` is `round_clients(seed, r, ...)` (the sampled
+    clients less those that drop out), so memory does not grow with the number of rounds (a run
+    of 10**9 rounds starts at once) and any round can be read without the ones before it (a
+    resumed run). `schedule[:r]` is the first r rounds."""
 
-    def __init__(self, seed: int, rounds: range, num_clients: int, sampled: int) -> None:
+    def __init__(
+        self, seed: int, rounds: range, num_clients: int, sampled: int, dropout: float = 0.0
+    ) -> None:
         self.seed, self.rounds, self.num_clients, self.sampled = seed, rounds, num_clients, sampled
+        self.dropout = dropout
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -40,17 +74,24 @@ class ClientSchedule(Sequence[list[int]]):
     def __getitem__(self, index: slice) -> ClientSchedule: ...
     def __getitem__(self, index: int | slice) -> list[int] | ClientSchedule:
         if isinstance(index, slice):
-            return ClientSchedule(self.seed, self.rounds[index], self.num_clients, self.sampled)
-        return sampled_clients(self.seed, self.rounds[index], self.num_clients, self.sampled)
+            return ClientSchedule(
+                self.seed, self.rounds[index], self.num_clients, self.sampled, self.dropout
+            )
+        return self._round(self.rounds[index])
 
     def __iter__(self) -> Iterator[list[int]]:
         for r in self.rounds:
-            yield sampled_clients(self.seed, r, self.num_clients, self.sampled)
+            yield self._round(r)
+
+    def _round(self, r: int) -> list[int]:
+        return round_clients(self.seed, r, self.num_clients, self.sampled, self.dropout)
 
 
-def client_schedule(seed: int, rounds: int, num_clients: int, sampled: int) -> ClientSchedule:
+def client_schedule(
+    seed: int, rounds: int, num_clients: int, sampled: int, dropout: float = 0.0
+) -> ClientSchedule:
     """The clients of every round of a run (ClientSchedule: drawn lazily, round by round)."""
-    return ClientSchedule(seed, range(rounds), num_clients, sampled)
+    return ClientSchedule(seed, range(rounds), num_clients, sampled, dropout)
 
 
 def participation_counts(schedule: Iterable[list[int]], num_clients: int) -> list[int]:

@@ -19,6 +19,7 @@ from fedbench.engine.accelerate import check_cuda_graphs
 from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
+from fedbench.privacy.client_level import ClientLevelPlan
 from fedbench.privacy.plan import PrivacyPlan, plan_privacy
 
 
@@ -88,8 +89,8 @@ class RunSetup:
     algorithm: Algorithm
     schedule: ClientSchedule
     prepare: Callable[[Tensor], Tensor] | None
-    #: Resolved sample-level DP settings; None for a non-private run.
-    privacy: PrivacyPlan | None = None
+    #: Resolved DP settings (sample or client level); None for a non-private run.
+    privacy: PrivacyPlan | ClientLevelPlan | None = None
     #: Each client's own test data (eval.per_client); None when the run has none.
     client_test: ClientTestSplit | None = None
 
@@ -136,8 +137,8 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
     sampled = clients_per_round(cfg.fl.participation, len(parts))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled)
-    privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule)
+    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled, cfg.fl.dropout)
+    privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule, sampled)
     data = data.to(device)
     return RunSetup(
         cfg=cfg,

@@ -48,10 +48,12 @@ from fedbench.engine.setup import RunSetup
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
     """Why this run cannot use the vectorised engine, or None when it can."""
-    if setup.cfg.privacy is not None:
+    if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     if not setup.algorithm.supports_vectorized:
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
+    if setup.cfg.fl.local_steps_min is not None:
+        return "fl.local_steps_min gives clients different numbers of local steps"
     return None
 
 
@@ -163,10 +165,12 @@ class VectorizedEngine(Engine):
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
         clients = self.setup.schedule[r]
+        if not clients:  # every sampled client dropped out: no update this round
+            return
         info = round_info(
             self.cfg.algorithm, r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients)
         )
-        results = RoundResults(diagnostics, keep_uploads=self.setup.algorithm.uses_client_uploads)
+        results = self._new_results(r, diagnostics)
         chunk = self.client_chunk(len(clients))
         for group in self._groups(clients):
             for start in range(0, len(group), chunk):

@@ -60,11 +60,17 @@ class ResNet18(nn.Module):
         self.layer1, self.layer2, self.layer3, self.layer4 = layers
         self.fc = nn.Linear(512, num_classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def represent(self, x: torch.Tensor) -> torch.Tensor:
+        """The pooled 512-d representation (the classifier's input)."""
         out = torch.relu(self.bn1(self.conv1(x)))
         out = self.layer4(self.layer3(self.layer2(self.layer1(out))))
-        out = torch.flatten(nn.functional.adaptive_avg_pool2d(out, 1), 1)
-        return self.fc(out)
+        return torch.flatten(nn.functional.adaptive_avg_pool2d(out, 1), 1)
+
+    def classify(self, z: torch.Tensor) -> torch.Tensor:
+        return self.fc(z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classify(self.represent(x))
 
 
 @MODELS.register("resnet18")

@@ -90,11 +90,18 @@ class ViT(nn.Module):
         self.head = nn.Linear(dim, num_classes)
         nn.init.trunc_normal_(self.cls_token, std=0.02)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def represent(self, x: torch.Tensor) -> torch.Tensor:
+        """The normalised class token (the classifier's input)."""
         x = self.patch_embed(x).flatten(2).transpose(1, 2)
         x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         x = self.blocks(self.pos_drop(x + self.pos_embed))
-        return self.head(self.norm(x[:, 0]))
+        return self.norm(x[:, 0])
+
+    def classify(self, z: torch.Tensor) -> torch.Tensor:
+        return self.head(z)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classify(self.represent(x))
 
 
 @MODELS.register("vit_tiny")

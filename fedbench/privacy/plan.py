@@ -19,11 +19,14 @@ from fedbench.privacy.accounting import (
     sampling_rate,
     worst_epsilon,
 )
+from fedbench.privacy.client_level import ClientLevelPlan, client_level_plan
 from fedbench.privacy.mechanism import PrivateGradient, check_no_batchnorm
 
 
 @dataclass(frozen=True)
 class PrivacyPlan:
+    """Sample-level DP (DP-SGD on every local gradient); client level: ClientLevelPlan."""
+
     config: PrivacyConfig
     #: sigma actually used: privacy.noise_multiplier, or the one calibrated to target_epsilon.
     noise_multiplier: float
@@ -33,6 +36,8 @@ class PrivacyPlan:
     #: Privatised gradients per local step (2 for DP-FedSAM).
     gradients_per_step: int
     batch_size: int
+
+    level = "sample"
 
     @property
     def num_clients(self) -> int:
@@ -108,7 +113,8 @@ def plan_privacy(
     algorithm_cls: type[Algorithm],
     client_sizes: Sequence[int],
     schedule: Sequence[list[int]],
-) -> PrivacyPlan | None:
+    sampled: int,
+) -> PrivacyPlan | ClientLevelPlan | None:
     """None for a non-private run; else checks the model and builds the plan (setup hook)."""
     if cfg.privacy is None:
         if algorithm_cls.requires_privacy:
@@ -118,4 +124,43 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name)
+    return resolve_plan(cfg, algorithm_cls, client_sizes, schedule, sampled)
+
+
+def resolve_plan(
+    cfg: RunConfig,
+    algorithm_cls: type[Algorithm],
+    client_sizes: Sequence[int],
+    schedule: Sequence[list[int]],
+    sampled: int,
+) -> PrivacyPlan | ClientLevelPlan:
+    """The privacy plan of `privacy.level`: sample (DP-SGD accounting per client from the
+    schedule) or client (one sampled Gaussian release per round at rate S / N)."""
+    if cfg.privacy is not None and cfg.privacy.level == "client":
+        return client_plan(cfg, algorithm_cls, len(client_sizes), sampled)
     return make_plan(cfg, client_sizes, schedule, algorithm_cls.gradients_per_step)
+
+
+def client_plan(
+    cfg: RunConfig, algorithm_cls: type[Algorithm], num_clients: int, sampled: int
+) -> ClientLevelPlan:
+    """The client-level plan, after checking that the algorithm's server step can be fed the
+    privatised mean alone."""
+    assert cfg.privacy is not None
+    name = cfg.algorithm.name
+    if algorithm_cls.requires_privacy:
+        raise FedbenchError(
+            f"privacy.level client privatises the clients' updates, not their gradients: use "
+            f"{name.removeprefix('dp_')} (not {name}) with privacy.level client"
+        )
+    if algorithm_cls.uses_client_uploads:
+        raise FedbenchError(
+            f"algorithm {name} reads every client's upload, which client-level DP does not "
+            "release; use privacy.level sample or another algorithm"
+        )
+    if cfg.algorithm.weighting != "uniform":
+        raise FedbenchError(
+            "privacy.level client needs algorithm.weighting uniform (sample weights would change "
+            "each client's sensitivity)"
+        )
+    return client_level_plan(cfg.privacy, num_clients, sampled, cfg.fl.rounds)

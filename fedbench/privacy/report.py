@@ -9,7 +9,8 @@ from fedbench.algorithms import ALGORITHMS
 from fedbench.config import RunConfig, parse_override
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
-from fedbench.privacy.plan import PrivacyPlan, make_plan
+from fedbench.privacy.client_level import ClientLevelPlan
+from fedbench.privacy.plan import PrivacyPlan, resolve_plan
 from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, TableConfig
 from fedbench.suggest import did_you_mean
@@ -34,7 +35,7 @@ def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
     return [len(p) for p in parts]
 
 
-def privacy_plan(cfg: RunConfig, client_size: int | None = None) -> PrivacyPlan:
+def privacy_plan(cfg: RunConfig, client_size: int | None = None) -> PrivacyPlan | ClientLevelPlan:
     if cfg.privacy is None:
         raise FedbenchError(
             "this config has no privacy section; add one (e.g. --set privacy.noise_multiplier=1.0)"
@@ -45,6 +46,28 @@ def privacy_plan(cfg: RunConfig, client_size: int | None = None) -> PrivacyPlan:
 def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
     plan = privacy_plan(cfg, client_size)
     p = plan.config
+    if isinstance(plan, ClientLevelPlan):
+        adaptive = (
+            f"; adaptive (quantile {p.target_quantile:g}, eta_C {p.clip_lr:g}, count noise "
+            f"{plan.count_noise:g}, update noise multiplier {plan.update_noise_multiplier:.4f})"
+            if p.adaptive_clip
+            else ""
+        )
+        return "\n".join(
+            [
+                f"epsilon {plan.epsilon():.4f} at delta {p.delta:g} (client level, every client, "
+                f"{p.accountant} accountant)",
+                f"noise_multiplier {plan.noise_multiplier:.4f}"
+                + (
+                    f" (calibrated to target_epsilon {p.target_epsilon:g})"
+                    if p.target_epsilon
+                    else ""
+                ),
+                f"update clip {p.clip:g}{adaptive}",
+                f"{cfg.fl.rounds} rounds, each one Gaussian release at client sampling rate "
+                f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
+            ]
+        )
     steps = plan.steps()
     worst = max(range(plan.num_clients), key=lambda i: (steps[i], plan.rates[i]))
     lines = [
@@ -110,8 +133,7 @@ def table_epsilons(
     return [(row, col, *values) for (row, col), values in cells.items()]
 
 
-def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan:
+def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan | ClientLevelPlan:
     sampled = clients_per_round(cfg.fl.participation, len(sizes))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled)
-    per_step = ALGORITHMS.get(cfg.algorithm.name).gradients_per_step
-    return make_plan(cfg, sizes, schedule, per_step)
+    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled, cfg.fl.dropout)
+    return resolve_plan(cfg, ALGORITHMS.get(cfg.algorithm.name), sizes, schedule, sampled)

@@ -9,6 +9,7 @@ enough that a rule which drops or misplaces eps fails (1e-8 vanishes beside sqrt
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -100,11 +101,17 @@ def run_federated(
     lr: Callable[[int], float] | float,
     sampled: list[list[int]] | None = None,
     noise_std: float = 0.0,
+    oracle: bool = False,
+    steps_of: Callable[[int, int], int] | None = None,
 ) -> tuple[list[Tensor], dict[str, Any], dict[int, Any]]:
     """Run `rounds` rounds as the engine does (uniform weighting); returns x, server, client states.
 
     `noise_std` is the per-coordinate std of the privatised gradient's noise that a DP rule is told
-    about (RoundInfo.grad_noise_std); the gradients themselves stay exact."""
+    about (RoundInfo.grad_noise_std); the gradients themselves stay exact. With `oracle`, each
+    step goes through `local_step_with_oracle` (the sequential engine's entry point), for rules
+    that take several gradients per step. `steps_of(round, client)` gives each client its own
+    number of local steps K_i (system heterogeneity), passed to its hooks as info.local_steps
+    as the engine does; the server step keeps `local_steps`."""
     lr_of = lr if callable(lr) else (lambda r: lr)
     x = problem.x0()
     server = alg.init_server_state(x)
@@ -115,11 +122,19 @@ def run_federated(
             r, lr_of(r), local_steps, problem.N, len(clients), grad_noise_std=noise_std
         )
         sums: dict[str, list[Tensor]] = {}
+        round_info = info
         for i in clients:
+            if steps_of is not None:
+                info = replace(round_info, local_steps=steps_of(r, i))
             stored = states.get(i)
             local = alg.client_begin(x, server, stored, info)
             y = [t.clone() for t in x]
-            for k in range(1, local_steps + 1):
+            for k in range(1, info.local_steps + 1):
+                if oracle:
+                    alg.local_step_with_oracle(
+                        y, lambda y=y, i=i: problem.grad(y, i), local, k, info
+                    )
+                    continue
                 g = problem.grad(y, i)
                 with torch.no_grad():
                     alg.local_step(y, g, local, k, info)
@@ -134,7 +149,7 @@ def run_federated(
                     sums[key] = [t.clone() for t in tensors]
         mean = {k: [t / len(clients) for t in v] for k, v in sums.items()}
         with torch.no_grad():
-            alg.server_update(x, mean, server, info)
+            alg.server_update(x, mean, server, round_info)
     return x, server, states
 
 

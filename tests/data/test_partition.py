@@ -118,3 +118,38 @@ def test_dirichlet_equal_default_size_and_skew():
     assert _skew(parts, LABELS) > 0.6
     again = partition(LABELS, PartitionConfig(kind="dirichlet_equal", alpha=0.05, clients=10), 10)
     assert all(np.array_equal(x, y) for x, y in zip(parts, again))
+
+
+def test_shards_two_classes_per_client_equal_sizes_no_reuse():
+    labels = np.repeat(np.arange(10), 60)  # 600 samples, 10 classes of 60
+    cfg = PartitionConfig(kind="shards", clients=20, shards_per_client=2, seed=3)
+    parts = partition(labels, cfg, 10)
+    assert [len(p) for p in parts] == [30] * 20  # 600 / 20 per client, shards of 15
+    flat = np.concatenate(parts)
+    assert len(np.unique(flat)) == 600  # every sample used exactly once (no leftovers here)
+    # 40 shards of 15 over label-sorted data: each shard lies inside one class (60 = 4 shards)
+    assert all(len(np.unique(labels[p])) <= 2 for p in parts)
+    assert sum(len(np.unique(labels[p])) == 2 for p in parts) >= 5  # the draw mixes classes
+    again = partition(labels, cfg, 10)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True))
+    other = partition(labels, cfg.model_copy(update={"seed": 4}), 10)
+    assert any(not np.array_equal(a, b) for a, b in zip(parts, other, strict=True))
+
+
+def test_shards_leftovers_and_too_many_shards():
+    labels = np.repeat(np.arange(3), 11)  # 33 samples
+    parts = partition(labels, PartitionConfig(kind="shards", clients=4, shards_per_client=3), 3)
+    assert [len(p) for p in parts] == [6] * 4  # size 8 -> shards of 2; 9 samples unused
+    with pytest.raises(FedbenchError, match="shards_per_client 9 exceeds the 8 samples"):
+        partition(labels, PartitionConfig(kind="shards", clients=4, shards_per_client=9), 3)
+
+
+def test_shards_per_client_changes_the_run_id_of_shard_runs_only():
+    from fedbench.config import RunConfig
+
+    def digest(cfg: RunConfig) -> str:  # the hash; the readable prefix names set fields anyway
+        return cfg.run_id().rsplit("-", 1)[1]
+
+    assert digest(RunConfig()) == digest(RunConfig(partition={"shards_per_client": 5}))
+    shards = RunConfig(partition={"kind": "shards"})
+    assert digest(shards) != digest(RunConfig(partition={"kind": "shards", "shards_per_client": 3}))

@@ -72,6 +72,17 @@ CASES = {
     "scaffold": ("scaffold", ()),  # per-client state c_i
     # the lr within a round (cosine over K) and c_i from the summed step sizes
     "scaffold-local-lr": ("scaffold", ("algorithm.lr_schedule_scope=local",)),
+    "feddyn": ("feddyn", ("algorithm.alpha=0.1",)),  # per-client grad_i, server h
+    "client-dp": (  # the adaptive clip C and the server's noise stream
+        "fedavg",
+        (
+            "privacy.level=client",
+            "privacy.adaptive_clip=true",
+            "privacy.noise_multiplier=0.5",
+            "privacy.count_noise=5",
+            "privacy.clip=0.5",
+        ),
+    ),
     "fedadamw-vectorized": ("fedadamw", ("runtime.engine=vectorized",)),  # v_bar, Delta_G
     "dp_fedadamw": ("dp_fedadamw", ("privacy.noise_multiplier=1.0", "privacy.clip=1.0")),  # noise
 }
@@ -93,6 +104,8 @@ def fresh_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         ("scaffold", True),
         ("scaffold", False),
         ("scaffold-local-lr", False),
+        ("feddyn", False),
+        ("client-dp", True),
         ("fedadamw-vectorized", True),
         ("dp_fedadamw", False),
     ],

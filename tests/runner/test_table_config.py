@@ -140,8 +140,9 @@ def test_client_steps_estimate():
     assert plan.client_steps() == 4 * 3 * 2 * 2
 
 
-#: Ablations that are fedbench's own, not a paper table.
+#: Ablations and tables that are fedbench's own, not a paper table.
 OWN_ABLATIONS = {"blocks", "fedadamw-variants"}
+OWN_TABLES = {"baselines"}
 
 
 def test_shipped_configs_are_found_and_validate():
@@ -159,6 +160,8 @@ def test_shipped_configs_are_found_and_validate():
             # fedbench's own ablations have no paper numbers and say so in their title.
             if name in OWN_ABLATIONS:
                 assert t.paper is None and "fedbench ablation" in t.title, name
+            elif name in OWN_TABLES:
+                assert t.paper is None and "fedbench table" in t.title, name
             else:
                 assert t.paper is not None, name
             plan = expand(t, preset="quick", seeds=1)

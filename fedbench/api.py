@@ -1,0 +1,117 @@
+"""The Python API: what `import fedbench` offers notebooks and other tools (docs/api.md).
+
+Each function is the library call behind a command of the CLI, with the same files written
+and the same errors raised (fedbench.errors.FedbenchError for anything a user can fix):
+
+- `load_config` ........ the resolved run config of `fedbench train [CONFIG] [--set k=v]...`
+- `train` .............. `fedbench train`: one run (resumed, or read back when finished)
+- `run_table` .......... `fedbench run TABLE` / `fedbench ablate NAME`: a sweep and its report
+- `make_report` ........ `fedbench report DIR/<table>`: the report rebuilt from the run folders
+
+The registries (ALGORITHMS, MODELS, DATASETS, FIGURES) are exported beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from fedbench.config import RunConfig
+    from fedbench.engine.run import RunResult
+    from fedbench.report.build import Report
+    from fedbench.runner.launcher import Outcome
+    from fedbench.runner.table_config import Plan
+
+
+def load_config(
+    path: str | Path | None = None, overrides: Sequence[str] = (), **sections: Any
+) -> RunConfig:
+    """A validated run config: the YAML file at `path` (or the built-in defaults), then the
+    `sections` given as keyword arguments (merged into the file's sections), then every
+    `key.path=value` override, exactly as `fedbench train PATH --set ...` resolves it.
+
+    >>> cfg = load_config(overrides=["algorithm.name=fedavg"], fl={"rounds": 3})
+    >>> cfg.algorithm.name, cfg.fl.rounds, cfg.algorithm.lr
+    ('fedavg', 3, 0.1)
+    """
+    from fedbench.config import apply_overrides, parse_run_config, read_yaml
+
+    data = read_yaml(Path(path)) if path is not None else {}
+    for name, section in sections.items():
+        base = data.get(name)
+        merge = isinstance(base, Mapping) and isinstance(section, Mapping)
+        data[name] = {**base, **section} if merge else section
+    return parse_run_config(apply_overrides(data, list(overrides)))
+
+
+def train(
+    config: RunConfig | Mapping[str, Any] | str | Path,
+    out: str | Path = "results",
+    *,
+    save_model: bool = False,
+) -> RunResult:
+    """Train one run into OUT/runs/<run_id>/ (resuming an interrupted one; a finished one is
+    read back with status 'skipped'). `config` is a RunConfig, a mapping of sections, or the
+    path of a YAML run config."""
+    from fedbench.config import RunConfig, parse_run_config
+    from fedbench.engine.run import train as train_run
+
+    if isinstance(config, str | Path):
+        config = load_config(config)
+    elif not isinstance(config, RunConfig):
+        config = parse_run_config(dict(config))
+    return train_run(config, Path(out), save_model=save_model)
+
+
+@dataclass
+class TableResult:
+    """A sweep's plan, its report folder, every run's outcome and the report."""
+
+    plan: Plan
+    folder: Path
+    outcomes: dict[str, Outcome]
+    report: Report
+
+    @property
+    def failed(self) -> list[str]:
+        """The run ids that failed or diverged."""
+        return [r for r, o in self.outcomes.items() if o.status in ("failed", "diverged")]
+
+
+def run_table(
+    name: str,
+    *,
+    preset: str | None = None,
+    seeds: int | list[int] | None = None,
+    methods: Sequence[str] | None = None,
+    overrides: Sequence[str] = (),
+    out: str | Path = "results",
+    workers: int | None = None,
+    kind: Literal["table", "ablation"] = "table",
+) -> TableResult:
+    """Run every (row, column, seed) of table NAME (or of ablation NAME with kind="ablation")
+    into OUT/runs/, skipping finished runs, then build its report in OUT/<table>[-<preset>]/."""
+    from fedbench.report.build import build_report
+    from fedbench.runner.sweep import make_plan, run_sweep
+
+    plan = make_plan(
+        name,
+        kind,
+        preset=preset,
+        seeds=seeds,
+        methods=list(methods) if methods is not None else None,
+        overrides=list(overrides),
+    )
+    result = run_sweep(plan, Path(out), workers=workers)
+    return TableResult(plan, result.folder, result.outcomes, build_report(result.folder))
+
+
+def make_report(folder: str | Path, *, metrics: Sequence[str] = ()) -> Report:
+    """Rebuild the report of a table folder (OUT/<table>[-<preset>]/) from its run folders;
+    `metrics` adds further metrics.jsonl columns (e.g. client_drift)."""
+    from fedbench.report.build import build_report
+
+    return build_report(Path(folder), metrics=list(metrics))

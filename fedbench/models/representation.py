@@ -1,0 +1,76 @@
+"""The representation contract: a classifier's output is `classify(represent(x))`, where the
+representation z = represent(x) is the input of its final classification layer. Objectives
+on representations (MOON's model-contrastive loss) use it, for any model that exposes it:
+
+- a model with `represent(x)` and `classify(z)` methods (fedbench's ResNet-18 and ViT);
+- a timm model: z = forward_head(forward_features(x), pre_logits=True), classify = its
+  classifier (`get_classifier()`);
+- an nn.Sequential (logreg, cnn): z is the output of every layer but the last.
+
+`represent_with` evaluates the representation under other weights (the global model, a
+client's previous model) with torch.func.functional_call on the one resident model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from fedbench.errors import FedbenchError
+
+Split = tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]
+
+
+def representation_split(model: nn.Module) -> Split:
+    """(represent, classify) of `model`, with classify(represent(x)) == model(x)."""
+    if hasattr(model, "represent") and hasattr(model, "classify"):
+        return model.represent, model.classify
+    if hasattr(model, "forward_head") and hasattr(model, "get_classifier"):  # timm
+
+        def timm_represent(x: Tensor) -> Tensor:
+            return model.forward_head(model.forward_features(x), pre_logits=True)
+
+        return timm_represent, model.get_classifier()
+    if isinstance(model, nn.Sequential) and len(model) > 1:
+        return model[:-1], model[-1]
+    raise FedbenchError(
+        f"model {type(model).__name__} does not expose its representation (represent/classify "
+        "methods, a timm model, or an nn.Sequential); use cnn, resnet18, vit_tiny or a timm model"
+    )
+
+
+class _Represent(nn.Module):
+    """The representation as a module, so that functional_call can swap the model's weights."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        # Kept out of the module tree: an nn.Sequential slice registered as a second submodule
+        # would give functional_call every weight under two names.
+        self._represent = (representation_split(model)[0],)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._represent[0](x)
+
+
+def represent_with(model: nn.Module, names: list[str]) -> Callable[[list[Tensor], Tensor], Tensor]:
+    """f(weights, x): the representation of x with the trainable parameters `names` replaced by
+    `weights`, in eval mode (no dropout, BatchNorm's running statistics untouched) and without
+    gradient: the fixed anchors of a contrastive objective."""
+    wrapper = _Represent(model)
+    keys = [f"model.{name}" for name in names]
+
+    def evaluate(weights: list[Tensor], x: Tensor) -> Tensor:
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                return torch.func.functional_call(
+                    wrapper, dict(zip(keys, weights, strict=True)), (x,)
+                )
+        finally:
+            model.train(was_training)
+
+    return evaluate
