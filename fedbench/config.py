@@ -28,6 +28,7 @@ from fedbench.algorithms.params import (
     algorithm_class,
     algorithm_name,
     algorithm_params,
+    private_identity,
 )
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
@@ -199,8 +200,12 @@ class RunConfig(Strict):
         return self.model_dump(mode="json")
 
     def run_id(self) -> str:
-        """Readable prefix + a hash of everything that can change the results."""
-        data = self.to_dict()
+        """Readable prefix + a hash of everything that can change the results (`X` with a
+        privacy section is filed as its twin `dp_X`: one computation, one id)."""
+        cfg = self.model_copy(
+            update={"algorithm": private_identity(self.algorithm, self.privacy is not None)}
+        )
+        data = cfg.to_dict()
         runtime = data["runtime"]
         # Settings that change speed or memory but not the results.
         for key in (
@@ -216,11 +221,11 @@ class RunConfig(Strict):
         ):
             runtime.pop(key, None)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
-        dataset = self.data.name.replace("/", "-")
+        dataset = cfg.data.name.replace("/", "-")
         from fedbench.run_name import readable_label
 
-        label = readable_label(self)  # the short settings that differ from the defaults
-        return f"{self.algorithm.name}{label}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+        label = readable_label(cfg)  # the short settings that differ from the defaults
+        return f"{cfg.algorithm.name}{label}-{dataset}-{cfg.model.name}-s{cfg.seed}-{digest}"
 
 
 # ---------------------------------------------------------------------------------------------
