@@ -129,6 +129,9 @@ class Engine:
         if ckpt is None:
             self.folder.metrics.write_text("")
             return 0
+        line = self.folder.resuming_line()
+        if self.console is not None and line is not None:
+            self.console.print(line, highlight=False, soft_wrap=True)
         self.x = ckpt["x"]
         self.global_buffers = ckpt["buffers"]
         self.server = ckpt["server"]

@@ -10,7 +10,7 @@ from typing import Literal
 from rich.console import Console
 from rich.table import Table
 
-from fedbench.engine.run_folder import child_folder, write_json_atomic
+from fedbench.engine.run_folder import RunFolder, child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.preflight import require_resources
@@ -154,6 +154,26 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
     )
 
 
+def resume_lines(plan: Plan, out: Path, shown: int = 5) -> list[str]:
+    """'resuming RUN from round N (checkpoint of TIME)' for each unfinished run of the plan with
+    a checkpoint in OUT: the first `shown` of them, then one line summing up the rest."""
+    lines = []
+    for run_id in dict.fromkeys(r.run_id for r in plan.runs):
+        folder = RunFolder(child_folder(out / "runs", run_id))
+        if folder.is_finished():
+            continue
+        line = folder.resuming_line()
+        if line is not None:
+            lines.append(line)
+    if len(lines) > shown:
+        rest = len(lines) - shown
+        lines = [
+            *lines[:shown],
+            f"... and {rest} more run{'s' * (rest != 1)} resuming from checkpoints",
+        ]
+    return lines
+
+
 def run_sweep(
     plan: Plan,
     out: Path,
@@ -167,6 +187,9 @@ def run_sweep(
     A dataset or pretrained weights missing for an unfinished run stop it first (exit code 2)."""
     require_resources(plan, out)
     folder = child_folder(out, plan.name)
+    if console is not None:
+        for line in resume_lines(plan, out):
+            console.print(line, highlight=False, soft_wrap=True)
     write_plan(plan, folder)
     if launcher == "ray":
         from fedbench.runner.ray_launcher import launch_ray
