@@ -79,6 +79,41 @@ def plan_table_view(plan: Plan) -> Table:
     return view
 
 
+def print_dry_run(
+    plan: Plan, out: Path, *, console: Console, err_console: Console, probe: bool = False
+) -> None:
+    """`--dry-run`: the plan, its client steps, its estimated time, and what a real sweep would
+    miss on this machine (a warning: a plan needs no data). Nothing is downloaded or written.
+    `probe` (`--estimate`) measures the plan's workloads here instead of reading this device's
+    `fedbench bench --suite` figures."""
+    from fedbench.runner.estimate import estimate_lines
+    from fedbench.runner.preflight import check_plan, missing_warning
+
+    checked = check_plan(plan, out, download=False)  # the same check as a real sweep
+    console.print(plan_table_view(plan))
+    unique = len({r.run_id for r in plan.runs})
+    console.print(
+        f"{len(plan.runs)} runs ({unique} distinct), {plan.client_steps():,} client steps "
+        f"(local steps summed over clients and rounds); outputs: {out / plan.name}",
+        highlight=False,
+    )
+
+    def log(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    for line in estimate_lines(plan, out, probe=probe, log=log if probe else None):
+        log(line)
+    if checked.missing:
+        err_console.print(
+            missing_warning(plan.name, checked.missing),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        log(checked.found_line())
+
+
 def seeds_note(plan: Plan) -> str | None:
     """A line when the plan runs seeds the table does not list (`--seeds 9` on a 5-seed table)."""
     extra = sorted({r.seed for r in plan.runs} - set(plan.table.seeds))
