@@ -248,9 +248,9 @@ class Probe:
     def source(self, device: str) -> str:
         return (
             f"a probe measured now on {device} ({self.when}): per workload, one warm-up and one "
-            f"timed round of at most {PROBE_CLIENTS} clients x {PROBE_STEPS} local steps, on "
-            "random images of the dataset's shape where it is known (a short probe: expect "
-            "some noise)"
+            f"timed round of at most {PROBE_CLIENTS} clients x {PROBE_STEPS} local steps with "
+            "the algorithm of its first run (standing for the others), on random images of the "
+            "dataset's shape where it is known (a short probe: expect some noise)"
         )
 
 
