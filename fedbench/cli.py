@@ -221,6 +221,14 @@ WorkersOption = Annotated[
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
 ]
+EstimateOption = Annotated[
+    bool,
+    typer.Option(
+        "--estimate",
+        help="Measure each workload of the plan here with a short probe and print the plan "
+        "with the estimated time; run nothing (implies --dry-run).",
+    ),
+]
 WritePlanOption = Annotated[
     Path | None,
     typer.Option(
@@ -289,10 +297,11 @@ def _sweep(
     ray_address: str | None = None,
     plan_file: Path | None = None,
     tuned_file: Path | None = None,
+    estimate: bool = False,
 ) -> None:
     from fedbench.runner.sweep import (
         make_plan,
-        plan_table_view,
+        print_dry_run,
         run_sweep,
         seeds_note,
         write_json_plan,
@@ -300,6 +309,7 @@ def _sweep(
     from fedbench.runner.table_config import load_table
     from fedbench.runner.tune import load_tuned
 
+    dry_run = dry_run or estimate
     _check_launcher(launcher, workers, ray_address, dry_run)
     rows = [m.strip() for m in methods.split(",") if m.strip()] if methods else None
     table_kind = "ablation" if kind == "ablate" else "table"
@@ -320,18 +330,7 @@ def _sweep(
         write_json_plan(plan, plan_file)
         console.print(f"plan: {plan_file}", highlight=False, soft_wrap=True)
     if dry_run:
-        from fedbench.engine.run_folder import child_folder
-        from fedbench.runner.preflight import require_resources
-
-        checked = require_resources(plan, out)  # the same check as a real sweep: exit 2 if not
-        console.print(plan_table_view(plan))
-        unique = len({r.run_id for r in plan.runs})
-        console.print(
-            f"{len(plan.runs)} runs ({unique} distinct), {plan.client_steps():,} client steps "
-            f"(local steps summed over clients and rounds); outputs: {child_folder(out, plan.name)}",
-            highlight=False,
-        )
-        console.print(checked.found_line(), highlight=False, soft_wrap=True)
+        print_dry_run(plan, out, console=console, err_console=err_console, probe=estimate)
         return
     try:
         result = run_sweep(
@@ -379,6 +378,7 @@ def run(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
+    estimate: EstimateOption = False,
     write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
     ray_address: RayAddressOption = None,
@@ -399,6 +399,7 @@ def run(
         ray_address=ray_address,
         plan_file=write_plan,
         tuned_file=tuned,
+        estimate=estimate,
     )
 
 
@@ -414,6 +415,7 @@ def ablate(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     dry_run: DryRunOption = False,
+    estimate: EstimateOption = False,
     write_plan: WritePlanOption = None,
     launcher: LauncherOption = "local",
     ray_address: RayAddressOption = None,
@@ -434,6 +436,7 @@ def ablate(
         ray_address=ray_address,
         plan_file=write_plan,
         tuned_file=tuned,
+        estimate=estimate,
     )
 
 

@@ -28,6 +28,7 @@ from fedbench.algorithms.params import (
     algorithm_class,
     algorithm_name,
     algorithm_params,
+    private_identity,
 )
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
@@ -263,14 +264,18 @@ class RunConfig(Strict):
         return hashlib.sha256(json.dumps(self._results_data(), sort_keys=True).encode()).hexdigest()
 
     def run_id(self) -> str:
-        """Readable prefix + a hash of everything that can change the results."""
-        data = self._results_data()
+        """Readable prefix + a hash of everything that can change the results (`X` with a
+        privacy section is filed as its twin `dp_X`: one computation, one id)."""
+        cfg = self.model_copy(
+            update={"algorithm": private_identity(self.algorithm, self.privacy is not None)}
+        )
+        data = cfg._results_data()
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
-        dataset = self.data.name.replace("/", "-")
+        dataset = cfg.data.name.replace("/", "-")
         from fedbench.run_name import readable_label
 
-        label = readable_label(self)  # the short settings that differ from the defaults
-        return f"{self.algorithm.name}{label}-{dataset}-{self.model.name}-s{self.seed}-{digest}"
+        label = readable_label(cfg)  # the short settings that differ from the defaults
+        return f"{cfg.algorithm.name}{label}-{dataset}-{cfg.model.name}-s{cfg.seed}-{digest}"
 
     def _results_data(self) -> dict[str, Any]:
         data = self.to_dict()

@@ -139,6 +139,9 @@ class Algorithm(ABC):
     #: A dp_<name> twin (this algorithm fed with the privatised gradient) is registered
     #: automatically; set False where the rule makes no sense on noisy gradients.
     supports_privacy: ClassVar[bool] = True
+    #: Set on a plain dp_ twin (registered by `register_dp`): the algorithm it equals when that
+    #: one runs with a `privacy:` section. Run ids hash the two as one computation.
+    dp_twin_of: ClassVar[str | None] = None
     #: Privatised gradients per local step, counted by the privacy accountant (DP-FedSAM: 2).
     gradients_per_step: ClassVar[int] = 1
     #: False when `local_step` is not elementwise over the tensors it gets (it mixes entries

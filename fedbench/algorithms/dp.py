@@ -63,6 +63,7 @@ def register_dp(base_name: str) -> type[Algorithm]:
     if not base.supports_privacy or base.requires_privacy:
         raise ValueError(f"register_dp: {base_name!r} has no dp_ variant (supports_privacy)")
     cls = dp_variant(base, DP_PREFIX + base_name)
+    cls.dp_twin_of = base_name  # X with a privacy section computes exactly this
     ALGORITHMS.register(DP_PREFIX + base_name)(cls)
     return cls
 

@@ -93,3 +93,17 @@ def algorithm_params(section: Any) -> AlgorithmConfig:
     if not isinstance(section, Mapping):
         raise ValueError("must be a mapping with at least a `name`")
     return algorithm_class(section).Params.model_validate(section)
+
+
+def private_identity(params: AlgorithmConfig, private: bool) -> AlgorithmConfig:
+    """The algorithm section a run is filed under. With a `privacy:` section the engine feeds
+    every algorithm the privatised gradient, so `X` there and its plain twin `dp_X` (no rule of
+    its own) are one computation: both are named `dp_X`, so that the same run has one run id.
+    Anything else is returned unchanged (no non-private config changes its id)."""
+    twin = f"dp_{params.name}"
+    if not private or twin not in ALGORITHMS:
+        return params
+    cls = ALGORITHMS.get(twin)
+    if cls.dp_twin_of != params.name:
+        return params  # dp_X has a rule of its own (dp_fedadamw): a different computation
+    return cls.Params.model_validate({**params.model_dump(), "name": twin})

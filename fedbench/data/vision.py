@@ -36,11 +36,10 @@ STATS = {
 DOWNLOAD_TIMEOUT_S = 30
 
 
-def _missing(name: str, searched: list[Path], how: str) -> FedbenchError:
+def _missing(name: str, searched: list[Path], how: str, downloaded: bool) -> FedbenchError:
     paths = ", ".join(str(p) for p in searched)
-    return FedbenchError(
-        f"dataset {name} not found (searched {paths}) and it could not be downloaded; {how}"
-    )
+    tried = " and it could not be downloaded" if downloaded else ""
+    return FedbenchError(f"dataset {name} not found (searched {paths}){tried}; {how}")
 
 
 def _normalise(images: np.ndarray, name: str) -> torch.Tensor:
@@ -110,6 +109,7 @@ def fmnist(cfg: DataConfig) -> Dataset:
             candidates,
             "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or put "
             "the four *-idx*-ubyte.gz files under data.root/FashionMNIST/raw",
+            cfg.download,
         )
     arrays = {key: _idx(folder, stem) for key, stem in FMNIST_FILES.items()}
     return Dataset(
@@ -140,6 +140,7 @@ def _cifar(cfg: DataConfig, name: str) -> Dataset:
             [folder],
             f"download the CIFAR python version and extract {folder_name}/ under {root} "
             "(or set data.root to the folder that holds it)",
+            cfg.download,
         )
     try:
         train, test = cls(str(root), train=True), cls(str(root), train=False)

@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,7 @@ def run_suite(
     result = {
         "suite": suite,
         "device": name,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "device_type": device.type,
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

@@ -16,13 +16,14 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import torch
 
-from fedbench.engine.run_folder import write_json_atomic
+from fedbench.engine.run_folder import utc_text, write_json_atomic
 
 log = logging.getLogger("fedbench")
 
@@ -79,7 +80,12 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
         raise
     write_json_atomic(
         checksum_path(path),
-        {"sha256": writer.sha256.hexdigest(), "bytes": writer.size, "round": state.get("round")},
+        {
+            "sha256": writer.sha256.hexdigest(),
+            "bytes": writer.size,
+            "round": state.get("round"),
+            "written": utc_text(time.time()),  # for "resuming RUN from round N (checkpoint of T)"
+        },
     )
 
 

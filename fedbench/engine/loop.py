@@ -148,6 +148,9 @@ class Engine:
             self.folder.metrics.write_text("")
             return 0
         clients = {int(k): to_device(v, self.state_device) for k, v in ckpt["clients"].items()}
+        line = self.folder.resuming_line()
+        if self.console is not None and line is not None:
+            self.console.print(line, highlight=False, soft_wrap=True)
         self.x = ckpt["x"]
         self.global_buffers = ckpt["buffers"]
         self.server = ckpt["server"]

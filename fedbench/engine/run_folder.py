@@ -96,6 +96,11 @@ def child_folder(root: Path, label: str) -> Path:
     return path
 
 
+def utc_text(timestamp: float) -> str:
+    """A POSIX time as '2026-11-23 21:30:12 UTC'."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
 class RunBusyError(Exception):
     """Another process holds the run folder's lock (it is training this run now)."""
 
@@ -189,6 +194,28 @@ class RunFolder:
             return int(state["round"])
         except Exception:  # a malformed checkpoint: the rerun sets it aside and restarts
             return None
+
+    def checkpoint_written(self) -> tuple[int, str] | None:
+        """(round, when it was written) of the checkpoint, from its checksum file (cheap: the
+        checkpoint itself is not read); None without a checkpoint or a readable checksum file.
+        The time is the one recorded at writing, else the file's modification time, in UTC."""
+        meta_path = self.checkpoint.with_suffix(".json")
+        try:
+            meta = json.loads(meta_path.read_text())
+            mtime = self.checkpoint.stat().st_mtime
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or not isinstance(meta.get("round"), int):
+            return None
+        written = meta.get("written") or utc_text(mtime)
+        return meta["round"], str(written)
+
+    def resuming_line(self) -> str | None:
+        """'resuming RUN from round N (checkpoint of TIME)', or None without a checkpoint."""
+        found = self.checkpoint_written()
+        if found is None:
+            return None
+        return f"resuming {self.path.name} from round {found[0]} (checkpoint of {found[1]})"
 
     def interrupted_line(self, rounds: int, resume: str) -> str:
         """One line after Ctrl-C: the run, the round its checkpoint holds, the resume command."""

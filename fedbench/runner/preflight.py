@@ -114,9 +114,11 @@ def _check_weights(cfg: RunConfig, data: Dataset | None) -> str | None:
     return error if error is not None and "weights" in error else None  # else: a wrong guess
 
 
-def check_plan(plan: Plan, out: Path | None = None) -> Checked:
+def check_plan(plan: Plan, out: Path | None = None, *, download: bool = True) -> Checked:
     """Load every distinct dataset and build every distinct pretrained model of the plan's
-    unfinished runs (those not finished in OUT when `out` is given); report what is missing."""
+    unfinished runs (those not finished in OUT when `out` is given); report what is missing.
+    With `download=False` (a dry run) nothing is downloaded: a dataset the runs would download
+    is reported missing, with a note saying that `fedbench run` downloads it."""
     pending, finished = _unfinished(plan, out)
     missing: list[Missing] = []
     found_data: list[str] = []
@@ -124,11 +126,14 @@ def check_plan(plan: Plan, out: Path | None = None) -> Checked:
     for cfgs in _group(pending, lambda c: c.data.model_dump_json()):
         data_cfg = cfgs[0].data
         try:
-            data: Dataset | None = load_dataset(data_cfg)
+            data: Dataset | None = load_dataset(
+                data_cfg if download else data_cfg.model_copy(update={"download": False})
+            )
             found_data.append(data_cfg.name)
         except FedbenchError as exc:
             data = None
-            missing.append(Missing(f"dataset {data_cfg.name}", str(exc), len(cfgs)))
+            note = "" if download or not data_cfg.download else _DOWNLOAD_NOTE
+            missing.append(Missing(f"dataset {data_cfg.name}", f"{exc}{note}", len(cfgs)))
         wanting = [c for c in cfgs if _needs_weights(c.model)]
         for model_cfgs in _group(wanting, lambda c: c.model.model_dump_json()):
             name = model_cfgs[0].model.name
@@ -139,6 +144,18 @@ def check_plan(plan: Plan, out: Path | None = None) -> Checked:
                 missing.append(Missing(f"weights {name}", error, len(model_cfgs)))
         del data  # one dataset in memory at a time
     return Checked(sorted(set(found_data)), sorted(set(found_weights)), _dedupe(missing), finished)
+
+
+_DOWNLOAD_NOTE = " (a dry run downloads nothing; `fedbench run` tries to download it first)"
+
+
+def missing_warning(table: str, missing: list[Missing]) -> str:
+    """The dry run's warning: what a real sweep would stop on (it exits 2 until they are there)."""
+    head = (
+        f"warning: {table}: {len(missing)} missing on this machine; `fedbench run` stops before "
+        "training (exit 2) until they are there:"
+    )
+    return "\n".join([head, *(f"  {m.line()}" for m in missing)])
 
 
 def _shape_of(data: Dataset, cfg: RunConfig) -> tuple[int, ...]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from rich.console import Console
 from rich.table import Table
 
-from fedbench.engine.run_folder import child_folder, write_json_atomic
+from fedbench.engine.run_folder import RunFolder, child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
 from fedbench.report.ran import cell_label, plan_sentence
 from fedbench.runner.launcher import Outcome, launch
@@ -98,6 +98,41 @@ def plan_table_view(plan: Plan) -> Table:
     return view
 
 
+def print_dry_run(
+    plan: Plan, out: Path, *, console: Console, err_console: Console, probe: bool = False
+) -> None:
+    """`--dry-run`: the plan, its client steps, its estimated time, and what a real sweep would
+    miss on this machine (a warning: a plan needs no data). Nothing is downloaded or written.
+    `probe` (`--estimate`) measures the plan's workloads here instead of reading this device's
+    `fedbench bench --suite` figures."""
+    from fedbench.runner.estimate import estimate_lines
+    from fedbench.runner.preflight import check_plan, missing_warning
+
+    checked = check_plan(plan, out, download=False)  # the same check as a real sweep
+    console.print(plan_table_view(plan))
+    unique = len({r.run_id for r in plan.runs})
+    console.print(
+        f"{len(plan.runs)} runs ({unique} distinct), {plan.client_steps():,} client steps "
+        f"(local steps summed over clients and rounds); outputs: {child_folder(out, plan.name)}",
+        highlight=False,
+    )
+
+    def log(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    for line in estimate_lines(plan, out, probe=probe, log=log if probe else None):
+        log(line)
+    if checked.missing:
+        err_console.print(
+            missing_warning(plan.name, checked.missing),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        log(checked.found_line())
+
+
 def seeds_note(plan: Plan) -> str | None:
     """A line when the plan runs seeds the table does not list (`--seeds 9` on a 5-seed table)."""
     extra = sorted({r.seed for r in plan.runs} - set(plan.table.seeds))
@@ -175,6 +210,26 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
     )
 
 
+def resume_lines(plan: Plan, out: Path, shown: int = 5) -> list[str]:
+    """'resuming RUN from round N (checkpoint of TIME)' for each unfinished run of the plan with
+    a checkpoint in OUT: the first `shown` of them, then one line summing up the rest."""
+    lines = []
+    for run_id in dict.fromkeys(r.run_id for r in plan.runs):
+        folder = RunFolder(child_folder(out / "runs", run_id))
+        if folder.is_finished():
+            continue
+        line = folder.resuming_line()
+        if line is not None:
+            lines.append(line)
+    if len(lines) > shown:
+        rest = len(lines) - shown
+        lines = [
+            *lines[:shown],
+            f"... and {rest} more run{'s' * (rest != 1)} resuming from checkpoints",
+        ]
+    return lines
+
+
 def run_sweep(
     plan: Plan,
     out: Path,
@@ -192,6 +247,9 @@ def run_sweep(
     stop it first (exit code 2)."""
     require_resources(plan, out)
     folder = child_folder(out, plan.name)
+    if console is not None:
+        for line in resume_lines(plan, out):
+            console.print(line, highlight=False, soft_wrap=True)
 
     def say(line: str) -> None:
         if console is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,8 @@ def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
     assert json.loads(path.read_text()) == result
     assert path.parent == tmp_path and path.name == f"{slug(result['device'])}.json"
     assert result["scaled_down"] and result["torch"] == torch.__version__
+    # When, for the dry run's estimate to name its source.
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", result["measured_at"])
     assert result["rows"][0]["ms_per_client_step"] == pytest.approx(20.0)
     # 24M steps at 50 steps/s = 133.33 hours for every engine.
     assert result["projected_table1_hours"]["sequential/fp32"] == pytest.approx(133.33, abs=0.01)
