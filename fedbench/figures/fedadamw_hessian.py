@@ -75,6 +75,17 @@ def random_masses(h2: np.ndarray, labels: np.ndarray, draws: int, seed: int) -> 
     return np.array([block_mass(h2, random_labels(labels, rng)) for _ in range(draws)])
 
 
+def max_pool(matrix: np.ndarray, size: int) -> tuple[np.ndarray, int]:
+    """|matrix| max-pooled to at most size x size (for drawing), rounded to 4 digits; and the
+    pooling factor."""
+    factor = max(1, math.ceil(matrix.shape[0] / size))
+    n = math.ceil(matrix.shape[0] / factor) * factor
+    padded = np.zeros((n, n))
+    padded[: matrix.shape[0], : matrix.shape[1]] = np.abs(matrix)
+    pooled = padded.reshape(n // factor, factor, n // factor, factor).max(axis=(1, 3))
+    return np.array([[float(f"{v:.4g}") for v in row] for row in pooled]), factor
+
+
 # --- the Hessian --------------------------------------------------------------------------------
 def _loss_of_flat(
     model: nn.Module, x: Tensor, y: Tensor
@@ -224,6 +235,8 @@ def _snapshot(
             for kind in PARTITIONS
         }
         out["tensors"] = _tensor_blocks(hessian, spec)
+        pooled, factor = max_pool(hessian, 160)
+        out["pooled"] = {"abs_h": pooled.tolist(), "factor": factor}
     else:
         hvp, d = hvp_function(model, x, y)
         rng = np.random.default_rng(rng_seed)
@@ -246,6 +259,7 @@ def _snapshot(
             for k in kinds
         }
         out["tensors"] = []
+        out["pooled"] = None
     out["partitions"] = {
         kind: {
             "blocks": int(labels[kind].max()) + 1,
@@ -282,11 +296,12 @@ def _tensor_blocks(hessian: np.ndarray, spec: Any) -> list[dict[str, Any]]:
                 if row0 < row < row1:
                     edges.append((row - row0) * width)
                 row += size
+            pooled, factor = max_pool(hessian[lo:hi, lo:hi], 128)
             panels.append(
                 {
                     "title": title.replace("blocks.0.", ""),
-                    "block": np.abs(hessian[lo:hi, lo:hi]).tolist(),
-                    "edges": edges,
+                    "block": pooled.tolist(),
+                    "edges": [e / factor for e in edges],
                 }
             )
     return panels
@@ -337,8 +352,17 @@ class HessianFigure(Figure):
         import matplotlib.pyplot as plt
         from matplotlib.colors import LogNorm
 
-        panels = data.extra["transformer"]["tensors"]
+        panels = list(data.extra["transformer"]["tensors"])
         mlps = data.extra["mlp"]
+        for snap in mlps:  # Figure 8: the MLP's whole Hessian over training
+            if snap["pooled"] is not None:
+                panels.append(
+                    {
+                        "title": f"mlp, whole |H|, round {snap['round']}",
+                        "block": snap["pooled"]["abs_h"],
+                        "edges": [],
+                    }
+                )
         cols = 4
         rows = math.ceil(len(panels) / cols) + 1 if panels else 1
         fig = plt.figure(figsize=(3.0 * cols, 3.0 * rows + 0.6))
@@ -358,8 +382,9 @@ class HessianFigure(Figure):
         self._draw_masses(bottom, data.extra["transformer"], mlps)
         t_round = data.extra["transformer"]["round"]
         fig.suptitle(
-            f"|H| per parameter block of vit_nano after {t_round} round(s) (log colour; cyan: "
-            "blocks: hessian), and the diagonal-block share of ||H||_F^2",
+            f"|H| per parameter block of vit_nano after {t_round} round(s) and of the MLP over "
+            "training (log colour, max-pooled; cyan: blocks: hessian), and the diagonal-block "
+            "share of ||H||_F^2",
             fontsize=10,
         )
         fig.tight_layout()
