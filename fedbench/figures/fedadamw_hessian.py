@@ -383,8 +383,8 @@ class HessianFigure(Figure):
         t_round = data.extra["transformer"]["round"]
         fig.suptitle(
             f"|H| per parameter block of vit_nano after {t_round} round(s) and of the MLP over "
-            "training (log colour, max-pooled; cyan: blocks: hessian), and the diagonal-block "
-            "share of ||H||_F^2",
+            "training (log colour, max-pooled; cyan: blocks: hessian)\nand the share of "
+            "||H||_F^2 in each partition's diagonal blocks",
             fontsize=10,
         )
         fig.tight_layout()
