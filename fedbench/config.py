@@ -266,9 +266,9 @@ class RunConfig(Strict):
     def run_id(self) -> str:
         """Readable prefix + a hash of everything that can change the results (`X` with a
         privacy section is filed as its twin `dp_X`: one computation, one id)."""
-        cfg = self.model_copy(
-            update={"algorithm": private_identity(self.algorithm, self.privacy is not None)}
-        )
+        # (Client-level privacy is not dp_X: that twin privatises gradients.)
+        sample_level = self.privacy is not None and self.privacy.level == "sample"
+        cfg = self.model_copy(update={"algorithm": private_identity(self.algorithm, sample_level)})
         data = cfg._results_data()
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = cfg.data.name.replace("/", "-")

@@ -93,18 +93,22 @@ class FigureContext:
     folder: Path
     workers: int | None = None
 
-    def train(self, configs: list[RunConfig], *, allow_diverged: bool = False) -> list[Path]:
+    def train(
+        self, configs: list[RunConfig], *, allow_diverged: bool = False, save_model: bool = False
+    ) -> list[Path]:
         """Train (or resume, or read back) each run config under out/runs; return the run
         folders in the order given. A run that fails or diverges is an error of the figure;
         with `allow_diverged` a diverged run is returned too (a learning-rate search expects
-        some: its summary.json says `diverged`)."""
+        some: its summary.json says `diverged`). With `save_model` every folder must hold the
+        final model.pt (a figure that inspects the trained model): a run trained now writes it,
+        a finished one without it is an error saying how to retrain it."""
         from fedbench.engine.run_folder import RunFolder
         from fedbench.errors import FedbenchError
         from fedbench.runner.launcher import run_one
 
         folders = []
         for cfg in configs:
-            outcome = run_one(cfg.to_dict(), str(self.out))
+            outcome = run_one(cfg.to_dict(), str(self.out), save_model=save_model)
             if outcome.status != "completed" and not (
                 allow_diverged and outcome.status == "diverged"
             ):
@@ -112,7 +116,13 @@ class FigureContext:
                     f"figure run {outcome.run_id} {outcome.status}: {outcome.error or 'no detail'}"
                     f"; see {self.out / 'runs' / outcome.run_id}"
                 )
-            folders.append(RunFolder.for_config(self.out, cfg).path)
+            folder = RunFolder.for_config(self.out, cfg)
+            if save_model and not folder.model.exists():
+                raise FedbenchError(
+                    f"run {outcome.run_id} finished without its model.pt, which this figure "
+                    f"reads; delete {folder.path} to retrain it"
+                )
+            folders.append(folder.path)
         return folders
 
     def sweep(

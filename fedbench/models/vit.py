@@ -116,3 +116,25 @@ def vit_tiny(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -
             f"vit_tiny needs image sides divisible by its patch size {patch}, got {h}x{w}"
         )
     return ViT((input_shape[0], h, w), num_classes, patch=patch)
+
+
+@MODELS.register("vit_nano")
+def vit_nano(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The FedAdamW paper's small Transformer of Figure 7 (dim 16, 4 heads), one block, MLP
+    ratio 2, no dropout, 4x4 patches: small enough for an exact Hessian on digits (2,714
+    parameters), `fedbench figure fedadamw-hessian`."""
+    if len(input_shape) != 3:
+        raise FedbenchError(f"model vit_nano needs image inputs (C, H, W), got shape {input_shape}")
+    _, h, w = input_shape
+    if h % 4 or w % 4:
+        raise FedbenchError(f"vit_nano needs image sides divisible by 4, got {h}x{w}")
+    return ViT(
+        (input_shape[0], h, w),
+        num_classes,
+        patch=4,
+        dim=16,
+        depth=1,
+        num_heads=4,
+        mlp_ratio=2,
+        dropout=0.0,
+    )

@@ -75,10 +75,13 @@ def local_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list
     return [None] * (workers or max(1, os.cpu_count() or 1))
 
 
-def run_one(cfg_data: dict[str, Any], out: str, wait: bool = True) -> Outcome:
+def run_one(
+    cfg_data: dict[str, Any], out: str, wait: bool = True, save_model: bool = False
+) -> Outcome:
     """Train one run (in a worker): never raises, the outcome says what happened.
 
-    With `wait=False`, a run another process is training comes back at once as `busy`.
+    With `wait=False`, a run another process is training comes back at once as `busy`; with
+    `save_model`, a run trained now also writes its final model.pt.
     """
     from fedbench.config import parse_run_config
     from fedbench.engine import train
@@ -89,7 +92,7 @@ def run_one(cfg_data: dict[str, Any], out: str, wait: bool = True) -> Outcome:
     run_id = cfg.run_id()
     t0 = time.perf_counter()
     try:
-        result = train(cfg, Path(out), console=None, wait=wait)
+        result = train(cfg, Path(out), console=None, wait=wait, save_model=save_model)
     except RunBusyError:
         return Outcome(run_id, "busy")
     except FedbenchError as exc:
