@@ -10,6 +10,7 @@ import pytest
 from rich.console import Console
 
 from fedbench.cli import final_line
+from fedbench.config import RunConfig
 from fedbench.engine.loop import Engine
 from fedbench.engine.progress import PlainProgress
 from fedbench.runner.launcher import Outcome, SweepProgress
@@ -54,6 +55,7 @@ def _sweep_lines(outcomes: list[Outcome]) -> list[str]:
 
     class Run:
         method, setting, seed = "FedAvg", {"partition.alpha": 0.6}, 0
+        cfg = RunConfig()  # the labels name what ran, from the resolved config
 
     for outcome in outcomes:
         progress.update(Run(), outcome)  # type: ignore[arg-type]
