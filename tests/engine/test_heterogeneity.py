@@ -35,9 +35,10 @@ def test_round_clients_are_the_sampled_ones_that_stay() -> None:
         assert set(kept) <= set(sampled)
         assert kept == [c for c in sampled if not drops_out(1, r, c, 0.4)]
         assert round_clients(1, r, 50, 10) == sampled
-    assert client_schedule(1, 5, 50, 10, 0.4) == [
-        round_clients(1, r, 50, 10, 0.4) for r in range(5)
-    ]
+    schedule = client_schedule(1, 5, 50, 10, 0.4)
+    assert list(schedule) == [round_clients(1, r, 50, 10, 0.4) for r in range(5)]
+    assert schedule[3] == round_clients(1, 3, 50, 10, 0.4)
+    assert list(schedule[1:3]) == [round_clients(1, r, 50, 10, 0.4) for r in (1, 2)]
 
 
 def test_client_local_steps_cover_the_range_deterministically() -> None:
