@@ -902,19 +902,22 @@ def case_paths(ctx: Context) -> None:
             and p.name != "table.yaml"
         ]
 
-    def attempt(case: str, args: tuple[str, ...]) -> None:
+    def attempt(case: str, args: tuple[str, ...], by_design: bool = False) -> None:
+        """`by_design`: the user put the link there; following it is counted apart from the
+        escapes (a runs/ folder linked to a bigger disk is a normal set-up)."""
         before = set(escaped())
         fb(*args, timeout=300)
         new = sorted(set(escaped()) - before)
-        ctx.tally.counts.setdefault("paths escaped", [0, 0])
-        ctx.tally.counts["paths escaped"][0] += bool(new)
-        ctx.tally.counts["paths escaped"][1] += 1
+        key = "user links followed" if by_design else "paths escaped"
+        ctx.tally.counts.setdefault(key, [0, 0])
+        ctx.tally.counts[key][0] += bool(new)
+        ctx.tally.counts[key][1] += 1
+        verdict = ("followed" if new else "ok      ") if by_design else ("FAIL" if new else "ok  ")
         print(
-            f"  {'FAIL' if new else 'ok  '} path: {case}"
-            + (f": wrote {new[0].relative_to(sandbox)}" if new else ""),
+            f"  {verdict} path: {case}" + (f": wrote {new[0].relative_to(sandbox)}" if new else ""),
             flush=True,
         )
-        if new:
+        if new and not by_design:
             ctx.tally.failures.append(f"path escaped: {case}: {new[0]}")
         for path in new:
             path.unlink()
@@ -941,14 +944,19 @@ def case_paths(ctx: Context) -> None:
         )
     for name in ("../../../../fig", str(outside / "fig"), "a/b"):
         attempt(f"figure {name}", ("figure", name, "--out", str(out)))
-    # --out itself holding a runs/ link to a folder outside it.
+    # --out itself holding a runs/ link to a folder outside it: the user's own link, followed by
+    # design (not a name fedbench derived), so it is tallied apart from the escapes.
     linked = sandbox / "linked-out"
     linked.mkdir()
     (linked / "runs").symlink_to(outside, target_is_directory=True)
     outside.mkdir(exist_ok=True)
     out_before = out
     out = linked
-    attempt("--out whose runs/ links outside", ("train", str(ctx.run_yaml), "--out", str(linked)))
+    attempt(
+        "--out whose runs/ links outside",
+        ("train", str(ctx.run_yaml), "--out", str(linked)),
+        by_design=True,
+    )
     out = out_before
 
     # model.weights misuse: a set field the model cannot use is an error.
@@ -1073,6 +1081,7 @@ def main() -> int:
         "concurrency": "concurrent sweeps kept apart",
         "payloads executed": "payloads executed",
         "paths escaped": "paths escaped",
+        "user links followed": "runs/ links placed by the user and followed (by design)",
     }
     print(f"\nsummary ({time.perf_counter() - t0:.0f} s):")
     for key, label in labels.items():
