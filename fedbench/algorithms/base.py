@@ -272,6 +272,11 @@ def tensor_means(tensors: Tensors) -> Tensor:
     return torch.stack([t.mean() for t in tensors])
 
 
+def squared_norm(tensors: Tensors) -> Tensor:
+    """||t||^2 summed over the tensors, in float64 (one value; no host sync)."""
+    return torch.stack([n.double() for n in torch._foreach_norm(tensors)]).square().sum()
+
+
 def zeros_like(tensors: Tensors) -> Tensors:
     return [torch.zeros_like(t) for t in tensors]
 

@@ -13,13 +13,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, ClientUpload, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, ClientUpload, RoundInfo, State, squared_norm
 from fedbench.errors import DivergedError
 from fedbench.privacy.client_level import ClientLevelRound
-
-
-def _squared_norm(tensors: list[Tensor]) -> Tensor:
-    return torch.stack([n.double() for n in torch._foreach_norm(tensors)]).square().sum()
 
 
 def all_finite(tensors: list[Tensor]) -> bool:
@@ -47,7 +43,7 @@ class Aggregator:
             else:
                 torch._foreach_add_(self.sums[key], list(tensors), alpha=weight)
         if self.spread_of is not None:
-            self.squared_norms = self.squared_norms + weight * _squared_norm(upload[self.spread_of])
+            self.squared_norms = self.squared_norms + weight * squared_norm(upload[self.spread_of])
         self.total += weight
 
     def means(self) -> dict[str, list[Tensor]]:
@@ -55,7 +51,7 @@ class Aggregator:
 
     def spread(self, mean: list[Tensor]) -> float:
         """(Weighted) mean squared distance of the `spread_of` uploads to their mean."""
-        value = float(self.squared_norms) / self.total - float(_squared_norm(mean))
+        value = float(self.squared_norms) / self.total - float(squared_norm(mean))
         return max(value, 0.0)  # rounding can make an exact zero slightly negative
 
 

@@ -283,11 +283,11 @@ class Engine:
         if not self.setup.algorithm.uses_representation:
             return {}
         represent, classify = representation_split(model)
-        names = [n for n, p in model.named_parameters() if p.requires_grad]
         return {
             "represent": represent,
             "classify": classify,
-            "represent_with": represent_with(model, names),
+            # the trainable parameters' names, in the order of self.params
+            "represent_with": represent_with(model, self.setup.algorithm.spec.names),
         }
 
     def _new_results(self, r: int, diagnostics: bool) -> RoundResults:

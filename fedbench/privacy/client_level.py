@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from fedbench.algorithms.base import squared_norm
 from fedbench.config import PrivacyConfig
 from fedbench.errors import FedbenchError
 from fedbench.privacy.accounting import calibrate_noise, worst_epsilon
@@ -105,17 +106,11 @@ def client_level_plan(
     return plan
 
 
-def _squared_norm(upload: dict[str, list[Tensor]]) -> float:
-    return sum(
-        float(n.double() ** 2) for tensors in upload.values() for n in torch._foreach_norm(tensors)
-    )
-
-
 def clip_upload(
     upload: dict[str, list[Tensor]], clip: float
 ) -> tuple[dict[str, list[Tensor]], bool]:
     """u * min(1, C / ||u||) over all uploaded tensors together; and whether ||u|| <= C."""
-    norm = math.sqrt(_squared_norm(upload))
+    norm = math.sqrt(sum(float(squared_norm(tensors)) for tensors in upload.values()))
     scale = min(1.0, clip / norm) if norm > 0 else 1.0
     return {k: torch._foreach_mul(v, scale) for k, v in upload.items()}, norm <= clip
 
