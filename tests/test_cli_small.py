@@ -5,7 +5,7 @@ import pytest
 
 import fedbench
 from fedbench.algorithms import ALGORITHMS
-from fedbench.cli import _first_line
+from fedbench.catalog import first_line
 from fedbench.data import DATASETS
 from fedbench.models import MODELS
 from fedbench.runner.sweep import make_plan, seeds_note
@@ -67,7 +67,7 @@ def test_blocks_command_defaults_to_fedadamws_blocks(run_cli) -> None:
 def test_every_model_and_dataset_has_a_whole_description() -> None:
     """The bug: `list models` showed empty cells (resnet18, vit_tiny) and cut sentences."""
     for name, fn in [*MODELS.items(), *DATASETS.items()]:
-        text = _first_line(fn.__doc__)
+        text = first_line(fn.__doc__)
         assert len(text) > 15, name
-    digits = _first_line(DATASETS.get("digits").__doc__)
+    digits = first_line(DATASETS.get("digits").__doc__)
     assert digits.endswith("normalised with the training mean and std.")

@@ -33,6 +33,7 @@ from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import RunSetup, prepare_run
+from fedbench.listing import Listing
 
 
 def _sync(device: torch.device) -> None:
@@ -165,3 +166,13 @@ def run_bench(
         "engine_peak_mem_mb": engine_peak,
         "threads": torch.get_num_threads(),
     }
+
+
+def result_listing(result: dict[str, Any]) -> Listing:
+    """`fedbench bench` in the terminal: one row per field, floats to 3 decimals."""
+    return Listing(
+        f"fedbench bench: {result['workload']} ({result['algorithm']})",
+        ["field", "value"],
+        [[key, f"{v:.3f}" if isinstance(v, float) else str(v)] for key, v in result.items()],
+        right=("value",),
+    )

@@ -172,3 +172,41 @@ def run_suite(
     path = out_dir / f"{slug(name)}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")
     return path, result
+
+
+def measure(
+    config: Path | None,
+    overrides: list[str],
+    *,
+    rounds: int,
+    warmup: int,
+    repeats: int,
+    threads: int | None,
+    suite: str | None,
+    out_dir: Path,
+    log: Any = None,
+) -> tuple[dict[str, Any], Path | None]:
+    """`fedbench bench`: one workload (CONFIG, or the defaults, with `overrides`), or with
+    `suite` every row of that suite written to out_dir/<device>.json; returns the result and
+    the file written (None for one workload)."""
+    if suite is not None:
+        if config is not None:
+            raise FedbenchError("--suite runs its own configs; drop CONFIG (use --set to scale)")
+        path, result = run_suite(
+            suite,
+            sets=overrides,
+            rounds=rounds,
+            warmup=warmup,
+            repeats=repeats,
+            threads=threads,
+            out_dir=out_dir,
+            log=log,
+        )
+        return result, path
+    from fedbench.config import load_run_config
+    from fedbench.engine.bench import run_bench
+
+    cfg = load_run_config(config, overrides)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return run_bench(cfg, rounds=rounds, warmup=warmup, repeats=repeats), None

@@ -99,3 +99,20 @@ def make_progress(console: Console | None, label: str) -> RunProgress:
     if console is None:
         return SilentProgress()
     return RichProgress(console, label) if console.is_terminal else PlainProgress(console, label)
+
+
+def _fmt(value: object, spec: str) -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+def final_line(summary: dict[str, Any]) -> str:
+    """A finished run's scores, rounded for reading (the run folder keeps full precision)."""
+    final = summary.get("final") or {}
+    parts = [
+        f"test_acc {_fmt(final.get('test_acc'), '.2f')}",
+        f"train_loss {_fmt(final.get('train_loss'), '.4f')}",
+    ]
+    if summary.get("epsilon") is not None:
+        parts.append(f"epsilon {summary['epsilon']:.2f} (delta {summary.get('delta'):g})")
+    parts += [f"d {summary.get('d')}", f"wall {_fmt(summary.get('wall_s'), '.2f')} s"]
+    return "  ".join(parts)

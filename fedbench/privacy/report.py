@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.config import RunConfig, parse_override
+from fedbench.config import RunConfig, load_run_config, parse_override, read_yaml
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
+from fedbench.listing import Listing
 from fedbench.privacy.client_level import ClientLevelPlan
 from fedbench.privacy.plan import PrivacyPlan, resolve_plan
 from fedbench.report.ran import cell_label
@@ -137,3 +139,76 @@ def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan | ClientLe
     sampled = clients_per_round(cfg.fl.participation, len(sizes))
     schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled, cfg.fl.dropout)
     return resolve_plan(cfg, ALGORITHMS.get(cfg.algorithm.name), sizes, schedule, sampled)
+
+
+def table_name(config: str | None) -> str | None:
+    """The table `fedbench epsilon CONFIG` names, or None for a run config (or none given): a
+    YAML file with `table:` and `methods:` is a table config, and so is a name without a YAML
+    suffix that is not a file (configs/dp/<name>.yaml)."""
+    if config is None:
+        return None
+    path = Path(config)
+    if path.is_file():
+        data = read_yaml(path)
+        return config if "table" in data and "methods" in data else None
+    return config if path.suffix not in (".yaml", ".yml") else None
+
+
+def table_epsilon_listing(
+    name: str,
+    *,
+    preset: str | None = None,
+    seeds: str | None = None,
+    methods: str | None = None,
+    columns: list[str] | None = None,
+    overrides: list[str] | None = None,
+    client_size: int | None = None,
+) -> Listing:
+    """`fedbench epsilon TABLE`: epsilon of every private (row, column) of the table's plan."""
+    from fedbench.runner.selection import parse_methods, parse_seeds
+    from fedbench.runner.sweep import make_plan
+    from fedbench.runner.table_config import load_table
+
+    rows = parse_methods(methods)
+    picks = parse_column_picks(columns or [], load_table(name))
+    plan = make_plan(
+        name, preset=preset, seeds=parse_seeds(seeds), methods=rows, overrides=overrides or []
+    )
+    cells = table_epsilons(plan, client_size, picks)
+    if not cells:
+        raise FedbenchError(f"{plan.name}: no private run in the selection (no privacy section)")
+    return Listing(
+        f"{plan.name}: epsilon of the worst client (over seeds "
+        f"{','.join(str(s) for s in sorted({r.seed for r in plan.runs}))})",
+        ["method", "column", "epsilon", "delta", "noise_multiplier"],
+        [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}"] for m, c, e, d, s in cells],
+    )
+
+
+def epsilon_view(
+    config: str | None,
+    *,
+    overrides: list[str] | None = None,
+    client_size: int | None = None,
+    preset: str | None = None,
+    methods: str | None = None,
+    columns: list[str] | None = None,
+    seeds: str | None = None,
+) -> str | Listing:
+    """`fedbench epsilon [CONFIG]`: a table config gives the epsilon per (row, column) of its
+    plan; a run config (or the defaults with --set) gives its privacy in a few lines."""
+    name = table_name(config)
+    if name is not None:
+        return table_epsilon_listing(
+            name,
+            preset=preset,
+            seeds=seeds,
+            methods=methods,
+            columns=columns,
+            overrides=overrides,
+            client_size=client_size,
+        )
+    if preset or methods or columns or seeds:
+        raise FedbenchError("--preset, --methods, --column and --seeds apply to table configs only")
+    cfg = load_run_config(Path(config) if config is not None else None, overrides or [])
+    return describe_privacy(cfg, client_size)

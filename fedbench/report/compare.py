@@ -221,3 +221,8 @@ def render(found: list[Comparison], metric: str) -> list[Table | str]:
             "the seeds' values are nearly identical, so those p-values may be unreliable"
         )
     return lines
+
+
+def compare_lines(specs: list[str], metric: str = "test_acc") -> list[Table | str]:
+    """`fedbench compare`: every pair of sides compared, as the terminal shows it."""
+    return render(compare(specs, metric), metric)

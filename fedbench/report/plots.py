@@ -134,3 +134,14 @@ def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: s
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": room for the legend below
     plt.close(fig)
+
+
+def plot_run_curves(runs: list[str], metric: str, path: Path, runs_root: Path) -> None:
+    """`fedbench plot`: RUNS (folders, or run ids under RUNS_ROOT) overlaid into the PNG at
+    PATH, titled by the fields that tell them apart."""
+    from fedbench.report.runs import check_metric, read_curves
+
+    series, keys = read_curves(runs, runs_root)
+    check_metric(series, metric)
+    title = f"{metric} per round" + (f"; runs differ in {', '.join(keys)}" if keys else "")
+    plot_runs(series, metric, path, title)

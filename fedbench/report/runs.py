@@ -261,3 +261,42 @@ def read_curves(runs: list[str], runs_root: Path) -> tuple[dict[str, pd.DataFram
             name = f"{name} ({folder.name})"
         series[name] = pd.DataFrame.from_records(read_rows(folder / "metrics.jsonl"))
     return series, keys
+
+
+def check_metric(series: dict[str, pd.DataFrame], metric: str) -> None:
+    """`fedbench plot --metric M`: every run's metrics.jsonl must have M (the error names the
+    metrics they do have)."""
+    missing = [name for name, rows in series.items() if metric not in rows.columns]
+    if missing:
+        have = sorted({c for rows in series.values() for c in rows.columns} - {"round"})
+        raise FedbenchError(
+            f"--metric {metric} is not in the metrics.jsonl of {missing[0]}; "
+            f"choose one of {', '.join(have)}"
+        )
+
+
+#: `fedbench runs --format`: the terminal table, or every column for scripts.
+FORMATS = ("table", "csv", "json")
+
+
+def output_format(format_: str, csv: bool = False) -> str:
+    """The format `fedbench runs --format F [--csv]` asks for (`--csv` is `--format csv`)."""
+    if format_ not in FORMATS:
+        raise FedbenchError(f"--format {format_!r} is not a format; use table, csv or json")
+    if csv and format_ not in ("table", "csv"):
+        raise FedbenchError(f"--csv and --format {format_} disagree; give one of them")
+    return "csv" if csv else format_
+
+
+def runs_view(
+    root: Path, where: list[str] | None = None, format_: str = "table", csv: bool = False
+) -> str | Table:
+    """`fedbench runs`: the run folders under ROOT as a terminal table, or as the text of a CSV
+    or JSON listing (every column)."""
+    shown = output_format(format_, csv)
+    frame = list_runs(root, where or [])
+    if shown == "csv":
+        return str(frame.to_csv(index=False))
+    if shown == "json":
+        return as_json(frame) + "\n"
+    return as_rich(frame, f"runs in {root}: {len(frame)}")

@@ -9,10 +9,9 @@ import json
 import pytest
 from rich.console import Console
 
-from fedbench.cli import final_line
 from fedbench.config import RunConfig
 from fedbench.engine.loop import Engine
-from fedbench.engine.progress import PlainProgress
+from fedbench.engine.progress import PlainProgress, final_line
 from fedbench.runner.launcher import Outcome, SweepProgress
 from tests.conftest import TINY
 

@@ -1,0 +1,98 @@
+"""Commands that read finished runs: report, compare, runs, plot."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedbench.cli.base import console, say, show
+from fedbench.cli.options import metric_option, out_option
+
+
+def report(
+    target: Annotated[Path, typer.Argument(help="A table folder OUT/<table>[-<preset>].")],
+    paper_numbers: Annotated[
+        bool,
+        typer.Option(
+            "--paper-numbers",
+            help="Also put the paper's numbers in table.tex, as a separate labelled block.",
+        ),
+    ] = False,
+    metric: Annotated[
+        list[str] | None,
+        metric_option(
+            "Also report this metric, repeatable: e.g. local_step_ratio, client_drift, "
+            "v_spread (runs with eval.diagnostics; mean over the evaluated rounds)."
+        ),
+    ] = None,
+) -> None:
+    """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
+    from fedbench.report import build_report
+
+    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [])
+    console.print(result.rich)
+    say("wrote " + ", ".join(str(f) for f in result.files))
+
+
+def compare(
+    sides: Annotated[
+        list[str],
+        typer.Argument(
+            help="Two or more rows, each FOLDER:ROW (ROW: a row label or a unique prefix of it)."
+        ),
+    ],
+    metric: Annotated[str, metric_option("The metric compared.")] = "test_acc",
+) -> None:
+    """Is one row better than another beyond seed noise? Welch's t-test over the seeds, in every
+    column the rows share (rows of one report, or one row at two settings)."""
+    from fedbench.report.compare import compare_lines
+
+    for part in compare_lines(sides, metric):
+        console.print(part, highlight=False, soft_wrap=True)
+
+
+def runs(
+    directory: Annotated[
+        Path, typer.Argument(help="An output folder (its runs/), or a runs/ folder.")
+    ] = Path("results"),
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--where", help="Keep runs whose config field (or status) has this value: k=v."
+        ),
+    ] = None,
+    format_: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (the terminal: only the columns that differ) | csv | json (every "
+            "column, for scripts).",
+        ),
+    ] = "table",
+    csv: Annotated[bool, typer.Option("--csv", help="The same as --format csv.")] = False,
+) -> None:
+    """List run folders: status, the settings that tell them apart, final metrics."""
+    from fedbench.report.runs import runs_view
+
+    view = runs_view(directory, where or [], format_, csv)
+    if isinstance(view, str):  # CSV or JSON for scripts: plain stdout, never wrapped
+        print(view, end="")
+    else:
+        console.print(view)
+
+
+def plot(
+    runs: Annotated[list[str], typer.Argument(help="Run folders (or run ids under OUT/runs).")],
+    metric: Annotated[
+        str, metric_option("A metrics.jsonl column, e.g. test_acc, train_loss.")
+    ] = "test_acc",
+    out: Annotated[Path, out_option("The PNG to write.")] = Path("plot.png"),
+    root: Annotated[
+        Path, typer.Option("--root", help="Output folder whose runs/ holds run ids.")
+    ] = Path("results"),
+) -> None:
+    """Overlay the curves of any runs: METRIC per evaluated round, one line per run."""
+    from fedbench.report.plots import plot_run_curves
+
+    plot_run_curves(runs, metric, out, root / "runs")
+    show(f"wrote {out}")

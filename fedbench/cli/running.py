@@ -1,0 +1,198 @@
+"""Commands that train: train, run, ablate, tune, figure."""
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from fedbench.cli.base import console, err_console, resume_command, say, show
+from fedbench.cli.options import (
+    DryRunOption,
+    EstimateOption,
+    LauncherOption,
+    MethodsOption,
+    OutOption,
+    PresetOption,
+    RayAddressOption,
+    SeedsOption,
+    SetOption,
+    TunedOption,
+    WorkersOption,
+    WritePlanOption,
+    column_option,
+    out_option,
+    preset_option,
+    rounds_option,
+    workers_option,
+)
+
+
+def train(
+    config: Annotated[
+        Path | None, typer.Argument(help="A YAML run config (default: built-in defaults).")
+    ] = None,
+    set_: SetOption = None,
+    out: Annotated[Path, out_option("Output folder.")] = Path("results"),
+    save_model: Annotated[
+        bool, typer.Option("--save-model", help="Write the final model.pt.")
+    ] = False,
+    print_config: Annotated[
+        bool,
+        typer.Option(
+            "--print-config", help="Print the resolved config as YAML and exit; run nothing."
+        ),
+    ] = False,
+) -> None:
+    """Train one run; its folder is OUT/runs/<run_id>/. Reruns resume or skip a finished run."""
+    from fedbench.config import load_run_config
+    from fedbench.engine.one_run import config_text, train_one
+    from fedbench.engine.progress import final_line
+
+    cfg = load_run_config(config, set_ or [])
+    if print_config:
+        print(config_text(cfg, out), end="")
+        return
+    result = train_one(cfg, out, save_model=save_model, console=console, resume=resume_command())
+    summary = result.summary
+    if result.status == "skipped":
+        say(
+            f"run {result.run_dir.name} is already done ({summary.get('status')}): {result.run_dir}"
+        )
+        return
+    say(f"{result.status}: {result.run_dir}  {final_line(summary)}")
+    if result.status == "stopped":  # asked to stop (a STOP file in the run folder): not an error
+        say(f"stopped on request: {summary.get('error')}")
+    elif result.status != "completed":
+        console.print(f"[red]{summary.get('error')}[/red]")
+        raise typer.Exit(1)
+
+
+def sweep_command(
+    kind: Literal["table", "ablation"], argument: str, argument_help: str, doc: str
+) -> Callable[..., None]:
+    """The command that sweeps a table of KIND (`run`) or an ablation (`ablate`): one list of
+    options for both; ARGUMENT names the table's argument in the help (TABLE, NAME)."""
+
+    def command(
+        name: Annotated[str, typer.Argument(help=argument_help)],
+        preset: PresetOption = None,
+        seeds: SeedsOption = None,
+        methods: MethodsOption = None,
+        set_: SetOption = None,
+        out: OutOption = Path("results"),
+        workers: WorkersOption = None,
+        dry_run: DryRunOption = False,
+        estimate: EstimateOption = False,
+        write_plan: WritePlanOption = None,
+        launcher: LauncherOption = "local",
+        ray_address: RayAddressOption = None,
+        tuned: TunedOption = None,
+    ) -> None:
+        from fedbench.runner.orchestrate import SweepRequest, sweep
+
+        request = SweepRequest(
+            name, kind, preset, seeds, methods, set_ or [], out, workers, dry_run, estimate,
+            write_plan, launcher, ray_address, tuned,
+        )  # fmt: skip
+        result = sweep(request, console=console, err_console=err_console, resume=resume_command())
+        if result is None:  # a dry run: the plan is printed
+            return
+        assert result.report is not None  # the sweep built it while holding the folder
+        console.print(result.report.rich)
+        say(f"report: {result.folder}")
+        if result.problems:
+            console.print(f"[red]{len(result.problems)} run(s) failed or diverged:[/red]")
+            for what, outcome in result.problems:
+                say(f"  {outcome.status}: {what}: {outcome.error}")
+            raise typer.Exit(1)
+
+    # Typer reads the signature: the table's argument goes by ARGUMENT in the help and errors.
+    signature = inspect.signature(command)
+    first, *rest = signature.parameters.values()
+
+    def renamed(**kwargs: object) -> None:
+        command(kwargs.pop(argument), **kwargs)  # type: ignore[arg-type]
+
+    renamed.__signature__ = signature.replace(parameters=[first.replace(name=argument), *rest])  # type: ignore[attr-defined]
+    renamed.__doc__ = doc
+    return renamed
+
+
+run = sweep_command(
+    "table",
+    "table",
+    "A table name (configs/<TABLE>.yaml) or a path.",
+    "Every (row, column, seed) run of a paper table, then its report in OUT/<table>[-<preset>]/.",
+)
+ablate = sweep_command(
+    "ablation",
+    "name",
+    "An ablation (configs/ablations/<NAME>.yaml) or a path.",
+    "The same as `run` for an ablation table.",
+)
+
+
+def tune(
+    table: Annotated[
+        str, typer.Argument(help="A table or ablation name, or a table config's path.")
+    ],
+    space: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--space",
+            help="A searched field, KEY=log:LOW:HIGH (or uniform:, int:); without --space and "
+            "--grid each row searches the table config's `tuning:` space.",
+        ),
+    ] = None,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option("--grid", help="A field tried at listed values, KEY=V1,V2,..."),
+    ] = None,
+    trials: Annotated[
+        int | None,
+        typer.Option("--trials", help="Trials per (row, column) (default with --grid: all)."),
+    ] = None,
+    rounds: Annotated[int | None, rounds_option("Rounds per trial (default: the table's).")] = None,
+    val_fraction: Annotated[
+        float,
+        typer.Option("--val-fraction", help="Training data held out to score trials on."),
+    ] = 0.1,
+    column: Annotated[
+        list[str] | None,
+        column_option("Tune only the columns with KEY=VALUE, repeatable."),
+    ] = None,
+    preset: PresetOption = None,
+    methods: MethodsOption = None,
+    set_: SetOption = None,
+    out: OutOption = Path("results"),
+    workers: WorkersOption = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the Optuna sampler.")] = 0,
+) -> None:
+    """Tune each (row, column) on a validation split with Optuna; writes tuned.yaml for
+    `fedbench run TABLE --tuned`. A killed tune resumes when run again."""
+    from fedbench.runner.orchestrate import TuneRequest, tune_table
+
+    request = TuneRequest(
+        table, space or [], grid or [], trials, rounds, val_fraction, column, preset, methods,
+        set_ or [], out, workers, seed,
+    )  # fmt: skip
+    view, applied = tune_table(request, on_trial=say)
+    show([view, applied])
+
+
+def figure(
+    name: Annotated[str, typer.Argument(help="The figure (fedbench list figures).")],
+    preset: Annotated[str | None, preset_option("A preset of the figure, e.g. quick.")] = None,
+    out: Annotated[Path, out_option("Output folder (runs/ and figures/ in it).")] = Path("results"),
+    set_: SetOption = None,
+    workers: Annotated[int | None, workers_option("Concurrent runs.", min=1)] = None,
+) -> None:
+    """Run a figure's experiment (its runs resume like a table's), draw it (PNG, PDF, CSV) and
+    check the claim the paper makes with it."""
+    from fedbench.figures.make import make_figure
+
+    made = make_figure(name, preset=preset, out=out, overrides=set_, workers=workers)
+    show([claim.line() for claim in made.claims])
+    say(f"wrote {', '.join(path.name for path in made.files)} in {made.folder}")
