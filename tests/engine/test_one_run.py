@@ -1,0 +1,69 @@
+"""`fedbench train` and `fedbench bench` below the command line: the printed config, the Ctrl-C
+line of one run, the bench listing and the suite's refusal of a CONFIG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedbench.config import load_run_config
+from fedbench.data.base import resolved_location
+from fedbench.engine.bench import result_listing
+from fedbench.engine.bench_suite import measure
+from fedbench.engine.one_run import config_text, train_one
+from fedbench.errors import FedbenchError, Interrupted
+
+
+def test_config_text_is_the_resolved_config_after_two_comment_lines(tmp_path: Path) -> None:
+    cfg = load_run_config(None, ["fl.rounds=7", "algorithm.name=fedavg"])
+    text = config_text(cfg, tmp_path)
+    first, second, *_ = text.splitlines()
+    assert first == f"# run folder: {tmp_path / 'runs' / cfg.run_id()}"
+    assert second == f"# data.path / data.root resolve to: {resolved_location(cfg.data)}"
+    assert yaml.safe_load(text) == cfg.to_dict()  # the comments are YAML comments
+    assert yaml.safe_load(text)["fl"]["rounds"] == 7
+
+
+def test_train_one_turns_ctrl_c_into_the_resume_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fedbench.engine as engine
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "train", interrupted)
+    cfg = load_run_config(None, ["fl.rounds=5"])
+    with pytest.raises(Interrupted) as caught:
+        train_one(cfg, tmp_path, save_model=False, console=None, resume="fedbench train x")
+    assert str(caught.value) == (
+        f"interrupted run {cfg.run_id()} (no round); no checkpoint yet "
+        "(runtime.checkpoint_every), the rerun starts at round 0; resume: fedbench train x"
+    )
+
+
+def test_result_listing_rounds_floats_and_right_aligns_values() -> None:
+    shown = result_listing({"workload": "cnn/digits", "algorithm": "fedavg", "overhead": 1.23456})
+    assert shown.title == "fedbench bench: cnn/digits (fedavg)"
+    assert shown.rows == [
+        ["workload", "cnn/digits"],
+        ["algorithm", "fedavg"],
+        ["overhead", "1.235"],
+    ]
+    assert shown.right == ("value",)
+
+
+def test_a_suite_runs_its_own_configs() -> None:
+    with pytest.raises(FedbenchError, match="--suite runs its own configs; drop CONFIG"):
+        measure(
+            Path("cfg.yaml"),
+            [],
+            rounds=1,
+            warmup=0,
+            repeats=1,
+            threads=None,
+            suite="table1",
+            out_dir=Path("unused"),
+        )
