@@ -93,9 +93,21 @@ def sweep_command(
         from fedbench.runner.orchestrate import SweepRequest, sweep
 
         request = SweepRequest(
-            name, kind, preset, seeds, methods, set_ or [], out, workers, dry_run, estimate,
-            write_plan, launcher, ray_address, tuned,
-        )  # fmt: skip
+            name=name,
+            kind=kind,
+            preset=preset,
+            seeds=seeds,
+            methods=methods,
+            overrides=set_ or [],
+            out=out,
+            workers=workers,
+            dry_run=dry_run,
+            estimate=estimate,
+            plan_file=write_plan,
+            launcher=launcher,
+            ray_address=ray_address,
+            tuned_file=tuned,
+        )
         result = sweep(request, console=console, err_console=err_console, resume=resume_command())
         if result is None:  # a dry run: the plan is printed
             return
@@ -175,9 +187,20 @@ def tune(
     from fedbench.runner.orchestrate import TuneRequest, tune_table
 
     request = TuneRequest(
-        table, space or [], grid or [], trials, rounds, val_fraction, column, preset, methods,
-        set_ or [], out, workers, seed,
-    )  # fmt: skip
+        target=table,
+        space=space or [],
+        grid=grid or [],
+        trials=trials,
+        rounds=rounds,
+        val_fraction=val_fraction,
+        columns=column,
+        preset=preset,
+        methods=methods,
+        overrides=set_ or [],
+        out=out,
+        workers=workers,
+        seed=seed,
+    )
     view, applied = tune_table(request, on_trial=say)
     show([view, applied])
 

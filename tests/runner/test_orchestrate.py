@@ -19,6 +19,7 @@ from fedbench.runner.orchestrate import (
     interrupted_line,
     request_plan,
     sweep,
+    tune_table,
 )
 from fedbench.runner.selection import check_launcher, check_workers, parse_methods, parse_seeds
 from fedbench.runner.table_config import column_key
@@ -150,4 +151,42 @@ def test_tune_checks_and_apply_hint() -> None:
     )
     assert apply_hint(TuneRequest("cfg.yaml"), "train", Path("t.yaml")) == (
         "wrote t.yaml; apply it with --set with the values above"
+    )
+
+
+def test_tune_table_shows_the_best_values_per_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fedbench.runner.tune as tune_module
+
+    seen: dict = {}
+
+    def fake_tune(plan, fields, **kwargs):  # type: ignore[no-untyped-def]
+        seen.update(plan=plan, fields=fields, **kwargs)
+        rows = [("FedAvg", "a", {"algorithm.lr": 0.012345, "fl.local_steps": 5}, 61.234, 4, 1, 0)]
+        return tune_module.TuneResult(tmp_path / "t-tune", {}, rows, {("FedAvg", "a"): "CNN"})
+
+    monkeypatch.setattr(tune_module, "tune", fake_tune)
+    request = TuneRequest(
+        "table1",
+        preset="quick",
+        methods="FedAvg",
+        grid=["algorithm.lr=0.01,0.1"],
+        out=tmp_path,
+        workers=2,
+        val_fraction=0.2,
+    )
+    view, applied = tune_table(request, on_trial=print)
+    assert [r.method for r in seen["plan"].runs] == ["FedAvg"] * 4  # one seed per cell
+    assert [f.key for f in seen["fields"]] == ["algorithm.lr"]
+    assert (seen["batch"], seen["val_fraction"], seen["out"]) == (2, 0.2, tmp_path)
+    assert view.title == "table1-quick: tuned on a 0.2 validation split"
+    assert view.rows == [
+        ["FedAvg", "CNN", "algorithm.lr=0.01235, fl.local_steps=5", "61.23", "4/1/0"]
+    ]
+    assert view.fold
+    tuned = tmp_path / "t-tune" / "tuned.yaml"
+    assert (
+        applied
+        == f"wrote {tuned}; apply it with `fedbench run table1 --preset quick --tuned {tuned}`"
     )
