@@ -828,7 +828,10 @@ def _list_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
 @app.command("list")
 def list_(
     what: Annotated[
-        str, typer.Argument(help="tables | ablations | algorithms | datasets | models | figures")
+        str,
+        typer.Argument(
+            help="tables | ablations | algorithms | datasets | models | partitions | figures"
+        ),
     ] = "algorithms",
     name: Annotated[
         str | None,
@@ -869,6 +872,11 @@ def list_(
     elif what == "models":
         rows = [[name, _first_line(fn.__doc__)] for name, fn in MODELS.items()]
         _list_table("models", ["name", "description"], rows)
+    elif what == "partitions":
+        from fedbench.partitions import PARTITIONS
+
+        rows = [[name, _first_line(fn.__doc__)] for name, fn in PARTITIONS.items()]
+        _list_table("partitions", ["name", "description"], rows)
     elif what == "figures":
         from fedbench.figures import FIGURES
 
@@ -880,7 +888,15 @@ def list_(
     else:
         from fedbench.suggest import did_you_mean
 
-        choices = ("tables", "ablations", "algorithms", "datasets", "models", "figures")
+        choices = (
+            "tables",
+            "ablations",
+            "algorithms",
+            "datasets",
+            "models",
+            "partitions",
+            "figures",
+        )
         raise FedbenchError(
             f"cannot list {what!r};{did_you_mean(what, choices)} choose {', '.join(choices)}"
         )

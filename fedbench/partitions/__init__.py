@@ -1,0 +1,18 @@
+"""Partition kinds (how the training set is split over clients), one module per kind,
+registered by name in PARTITIONS.
+
+Every module of this package is imported here, so a new kind is one new module (a function
+decorated with `@PARTITIONS.register(name)`) and no list to edit. `partition.kind` in a run
+config names one; `fedbench.data.partition.partition` applies it.
+"""
+
+import importlib
+import pkgutil
+
+from fedbench.partitions.base import PartitionSettings, Split
+from fedbench.partitions.registry import PARTITIONS
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["PARTITIONS", "PartitionSettings", "Split"]
