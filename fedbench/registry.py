@@ -3,7 +3,9 @@ themselves by name."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+import pkgutil
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
@@ -69,3 +71,13 @@ class Registry(Generic[T]):
 
     def items(self) -> list[tuple[str, T]]:
         return sorted(self._items.items())
+
+
+def import_submodules(package: str, path: Iterable[str], *, skip: Collection[str] = ()) -> None:
+    """Import every module of `package` (found on its `__path__`), so that their registrations
+    run: a new algorithm, dataset, model, partition kind or figure is one new module, with no
+    list to edit. `skip` names modules that must not be imported eagerly (a `python -m`
+    script: runpy warns when the module it runs was already imported by its package)."""
+    for module in pkgutil.iter_modules(path):
+        if module.name not in skip:
+            importlib.import_module(f"{package}.{module.name}")

@@ -6,13 +6,10 @@ decorated with `@PARTITIONS.register(name)`) and no list to edit. `partition.kin
 config names one; `fedbench.data.partition.partition` applies it.
 """
 
-import importlib
-import pkgutil
-
 from fedbench.partitions.base import PartitionSettings, Split
 from fedbench.partitions.registry import PARTITIONS
+from fedbench.registry import import_submodules
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_submodules(__name__, __path__)
 
 __all__ = ["PARTITIONS", "PartitionSettings", "Split"]
