@@ -1,8 +1,8 @@
 """fedbench: reproducible federated-optimisation experiments (FedAdamW, DP-FedAdamW, FedAdamom).
 
 The Python API (docs/api.md): `load_config`, `train`, `run_table`, `make_report`, and the
-registries `ALGORITHMS`, `MODELS`, `DATASETS`, `FIGURES`. They are imported on first use, so
-that `import fedbench` (and the command line's start) stays light.
+registries `ALGORITHMS`, `MODELS`, `DATASETS`, `PARTITIONS`, `FIGURES`. They are imported on
+first use, so that `import fedbench` (and the command line's start) stays light.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _EXPORTS = {
     "ALGORITHMS": "fedbench.algorithms",
     "MODELS": "fedbench.models",
     "DATASETS": "fedbench.data",
+    "PARTITIONS": "fedbench.partitions",
     "FIGURES": "fedbench.figures",
 }
 

@@ -44,18 +44,17 @@ def _algorithms() -> Listing:
     return Listing("algorithms", ["name", "paper", "comm_up", "per-client state"], rows)
 
 
-def _datasets() -> Listing:
-    from fedbench.data import DATASETS
+def _described(kind: str) -> Listing:
+    """A registry's names with the first line of each entry's docstring."""
+    if kind == "datasets":
+        from fedbench.data import DATASETS as registry
+    elif kind == "models":
+        from fedbench.models import MODELS as registry
+    else:
+        from fedbench.partitions import PARTITIONS as registry
 
-    rows = [[name, first_line(fn.__doc__)] for name, fn in DATASETS.items()]
-    return Listing("datasets", ["name", "description"], rows)
-
-
-def _models() -> Listing:
-    from fedbench.models import MODELS
-
-    rows = [[name, first_line(fn.__doc__)] for name, fn in MODELS.items()]
-    return Listing("models", ["name", "description"], rows)
+    rows = [[name, first_line(obj.__doc__)] for name, obj in registry.items()]
+    return Listing(kind, ["name", "description"], rows)
 
 
 def _figures() -> Listing:
@@ -73,8 +72,9 @@ KINDS: dict[str, Callable[[], Listing]] = {
     "tables": lambda: _table_configs("tables"),
     "ablations": lambda: _table_configs("ablations"),
     "algorithms": _algorithms,
-    "datasets": _datasets,
-    "models": _models,
+    "datasets": lambda: _described("datasets"),
+    "models": lambda: _described("models"),
+    "partitions": lambda: _described("partitions"),
     "figures": _figures,
 }
 

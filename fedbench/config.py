@@ -32,6 +32,7 @@ from fedbench.algorithms.params import (
 )
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
+from fedbench.partitions import PARTITIONS
 from fedbench.strict import Seed, Strict
 from fedbench.suggest import unknown_algorithm_field, unknown_field
 from fedbench.yaml_safe import load_yaml
@@ -69,8 +70,9 @@ class DataConfig(Strict):
 
 
 class PartitionConfig(Strict):
-    kind: Literal["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural", "shards"] = (
-        "dirichlet"
+    kind: str = Field(
+        default="dirichlet",
+        description="a registered partition kind (fedbench list partitions)",
     )
     alpha: float = Field(default=0.6, gt=0)
     clients: int = Field(default=20, ge=1)
@@ -88,6 +90,12 @@ class PartitionConfig(Strict):
         ge=1,
         description="kind shards: label-sorted shards per client (McMahan et al. 2017: 2)",
     )
+
+    @field_validator("kind")
+    @classmethod
+    def _registered_kind(cls, value: str) -> str:
+        PARTITIONS.get(value)  # an unknown kind: a one-line error with the closest names
+        return value
 
 
 class ModelConfig(Strict):

@@ -23,9 +23,10 @@ def test_every_kind_lists_its_registry() -> None:
     from fedbench.data import DATASETS
     from fedbench.figures import FIGURES
     from fedbench.models import MODELS
+    from fedbench.partitions import PARTITIONS
 
     expected = {"algorithms": ALGORITHMS, "datasets": DATASETS, "models": MODELS}
-    expected["figures"] = FIGURES
+    expected.update(partitions=PARTITIONS, figures=FIGURES)
     for kind, registry in expected.items():
         shown = listing(kind)
         assert shown.title == kind
@@ -45,7 +46,7 @@ def test_a_bad_kind_names_the_closest_and_all_choices() -> None:
         listing("figure")
     assert str(caught.value) == (
         "cannot list 'figure'; did you mean 'figures'? choose tables, ablations, algorithms, "
-        "datasets, models, figures"
+        "datasets, models, partitions, figures"
     )
 
 

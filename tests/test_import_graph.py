@@ -104,6 +104,20 @@ def test_algorithms_import_nothing_above_them() -> None:
             assert not [t for t in targets if t.startswith(above)], source
 
 
+def test_partitions_import_nothing_above_them() -> None:
+    # The run config validates partition.kind against PARTITIONS, so the kinds read the
+    # config's partition section through a protocol and import nothing at or above config.
+    above = tuple(
+        f"fedbench.{name}"
+        for name in ("config", "data", "models", "privacy", "engine", "runner", "report", "cli")
+    )
+    graph = import_graph()
+    assert "fedbench.partitions" in graph["fedbench.config"]
+    for source, targets in graph.items():
+        if source.startswith("fedbench.partitions"):
+            assert not [t for t in targets if t.startswith(above)], source
+
+
 def test_the_graph_sees_function_level_and_package_imports() -> None:
     graph = import_graph()
     assert "fedbench.engine.vectorized" in graph["fedbench.engine.run"]  # select_engine

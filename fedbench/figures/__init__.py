@@ -4,13 +4,10 @@ Every module of this package is imported here, so a new figure is one new module
 `Figure` subclass decorated with `@FIGURES.register(name)`) and no list to edit.
 """
 
-import importlib
-import pkgutil
-
 from fedbench.figures.base import Claim, Figure, FigureContext, FigureData, FigureSettings
 from fedbench.figures.registry import FIGURES
+from fedbench.registry import import_submodules
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_submodules(__name__, __path__)
 
 __all__ = ["FIGURES", "Claim", "Figure", "FigureContext", "FigureData", "FigureSettings"]

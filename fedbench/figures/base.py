@@ -173,7 +173,7 @@ class FigureContext:
 class Figure(ABC):
     """A paper figure: settings, experiment, drawing and the claim it makes."""
 
-    #: The name `fedbench figure NAME` takes.
+    #: The name `fedbench figure NAME` takes, set by `@FIGURES.register(NAME)`.
     name: ClassVar[str]
     #: Which paper figure it reproduces, e.g. "FedAdamW (Liu et al., AAAI 2026), Figure 2".
     paper: ClassVar[str]

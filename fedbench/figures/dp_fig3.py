@@ -56,7 +56,6 @@ class DPFig3Settings(DiagnosticsSettings):
 
 @FIGURES.register("dp-fig3")
 class DPFig3(DiagnosticsFigure):
-    name = "dp-fig3"
     paper = "DP-FedAdamW (Liu, Miao, Xi, Liu), Figure 3"
     title = "Under DP (sigma 1): variance of v across clients and client drift, IID vs Dir-0.1"
     Settings = DPFig3Settings

@@ -113,7 +113,6 @@ def moments(states: list[dict], beta2: float, k: int) -> tuple[list[np.ndarray],
 class DPFig4Figure(Figure):
     """Histograms of m and sqrt(v_hat), DP-LocalAdamW with and without noise, and the shift."""
 
-    name = "dp-fig4"
     paper = "DP-FedAdamW (Liu et al.), Figure 4"
     title = "Histograms of m and sqrt(v) for DP-LocalAdamW with and without DP noise (same clip)"
     Settings = DPFig4Settings

@@ -28,7 +28,6 @@ class DPFig5Settings(TableFigureSettings):
 
 @FIGURES.register("dp-fig5")
 class DPFig5(TableFigure):
-    name = "dp-fig5"
     paper = "DP-FedAdamW (Liu, Miao, Xi, Liu), Figure 5"
     title = "Test accuracy of DP Table 2's rows (sigma 1)"
     Settings = DPFig5Settings

@@ -38,7 +38,6 @@ class EscapeSettings(FigureSettings):
 class EscapeFigure(Figure):
     """-log(escape rate) against k and the fitted exponent p per optimiser."""
 
-    name = "fedadamom-escape"
     paper = "FedAdamom summary, escape-rate experiment"
     title = "Escape rate from a sharp minimum vs its sharpness k: exponent p per optimiser"
     Settings = EscapeSettings

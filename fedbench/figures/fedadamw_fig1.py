@@ -123,7 +123,6 @@ def _config(base: dict[str, Any], method: dict[str, Any], **fields: Any) -> RunC
 
 @FIGURES.register("fedadamw-fig1")
 class FedAdamWFig1(Figure):
-    name = "fedadamw-fig1"
     paper = "FedAdamW (Liu et al., AAAI 2026), Figure 1"
     title = "Local SGD vs Local AdamW on transformers, each at its tuned learning rate"
     Settings = Fig1Settings

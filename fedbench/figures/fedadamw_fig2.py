@@ -215,7 +215,6 @@ def run_means(table: Any, metric: str, cell: tuple[str, str]) -> list[float]:
 
 @FIGURES.register("fedadamw-fig2")
 class FedAdamWFig2(DiagnosticsFigure):
-    name = "fedadamw-fig2"
     paper = "FedAdamW (Liu et al., AAAI 2026), Figure 2"
     title = "Variance of v across clients and client drift over rounds, IID vs Dir-0.1 (ViT)"
     Settings = Fig2Settings

@@ -150,7 +150,6 @@ def ranking_claims(
 
 @FIGURES.register("fedadamw-fig6")
 class FedAdamWFig6(TableFigure):
-    name = "fedadamw-fig6"
     paper = "FedAdamW (Liu et al., AAAI 2026), Figure 6"
     title = "Training loss over rounds of Table 1's rows"
     Settings = Fig6Settings

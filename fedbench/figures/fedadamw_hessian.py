@@ -311,7 +311,6 @@ def _tensor_blocks(hessian: np.ndarray, spec: Any) -> list[dict[str, Any]]:
 class HessianFigure(Figure):
     """Block-wise Hessians and the diagonal-block share of each partition against random."""
 
-    name = "fedadamw-hessian"
     paper = "FedAdamW (Liu et al.), Figures 3, 7, 8"
     title = (
         "Block-wise Hessian of a small Transformer and an MLP; diagonal-block mass per partition"

@@ -1,6 +1,12 @@
-"""Model builders, created by name through MODELS."""
+"""Model builders, created by name through MODELS.
 
-from fedbench.models import hf_text, leaf, resnet, small, timm_models, vit  # noqa: F401  (registration)
+Every module of this package is imported here, so a new model is one new module (a builder
+decorated with `@MODELS.register(name)`, docs/extending.md) and no list to edit.
+"""
+
 from fedbench.models.base import MODELS, build_model, count_trainable
+from fedbench.registry import import_submodules
+
+import_submodules(__name__, __path__)
 
 __all__ = ["MODELS", "build_model", "count_trainable"]

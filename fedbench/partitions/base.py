@@ -1,0 +1,79 @@
+"""The partition contract: what a kind receives and returns, and the checks kinds share.
+
+A kind is a function `split(labels, num_classes, settings, rng, client_ids)` returning one
+array of training-sample indices per client. `settings` is the run config's `partition:`
+section, read through the `PartitionSettings` protocol so that this package needs nothing from
+`fedbench.config` (which validates `partition.kind` against the registry, and so sits above it).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from fedbench.errors import FedbenchError
+
+
+class PartitionSettings(Protocol):
+    """The fields of the `partition:` section a kind may read."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def clients(self) -> int: ...
+    @property
+    def samples_per_client(self) -> int | None: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def shards_per_client(self) -> int: ...
+
+
+class Split(Protocol):
+    """A partition kind: the sorted training-sample indices of each client, one array each.
+
+    `rng` is seeded by partition.seed only (the same split for every run seed); `client_ids`
+    holds the data's natural client of each training sample, or None when it has none."""
+
+    def __call__(
+        self,
+        labels: np.ndarray,
+        num_classes: int,
+        settings: PartitionSettings,
+        rng: np.random.Generator,
+        client_ids: np.ndarray | None,
+    ) -> list[np.ndarray]: ...
+
+
+def check_clients(n: int, settings: PartitionSettings) -> None:
+    """A split over more clients than samples is an error of the config."""
+    if settings.clients > n:
+        raise FedbenchError(
+            f"partition.clients is {settings.clients} but the training set has only {n} samples"
+        )
+
+
+def client_size(n: int, settings: PartitionSettings, *, reuse: bool = False) -> int:
+    """Samples per client: partition.samples_per_client, else n // clients. Unless the kind
+    reuses samples (`reuse`), the clients together may not need more than the n samples."""
+    check_clients(n, settings)
+    size = settings.samples_per_client or n // settings.clients
+    if not reuse and size * settings.clients > n:
+        raise FedbenchError(
+            f"partition.samples_per_client {size} x {settings.clients} clients exceeds the {n} "
+            "training samples; lower samples_per_client or clients"
+        )
+    return size
+
+
+def class_pools_and_mixes(
+    labels: np.ndarray, num_classes: int, clients: int, alpha: float, rng: np.random.Generator
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each class's sample indices in a seeded shuffled order, then each client's class mix
+    p_c ~ Dir(alpha) (a clients x num_classes array), drawn in this order from `rng`."""
+    pools = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
+    mixes = rng.dirichlet(np.full(num_classes, alpha), size=clients)
+    return pools, mixes
