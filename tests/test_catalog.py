@@ -55,7 +55,7 @@ def test_a_new_kind_is_one_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(KINDS, "colours", lambda: shown)
     assert listing("colours") is shown
     assert catalog.catalog("colours") == [shown]
-    with pytest.raises(FedbenchError, match=r"models, figures, colours$"):
+    with pytest.raises(FedbenchError, match=r"models, partitions, figures, colours$"):
         listing("nope")
 
 

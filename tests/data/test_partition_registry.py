@@ -4,7 +4,7 @@ and validated when the run config is read."""
 import numpy as np
 import pytest
 
-from fedbench.cli import _first_line
+from fedbench.catalog import first_line
 from fedbench.config import PartitionConfig, parse_run_config
 from fedbench.data.partition import partition
 from fedbench.errors import FedbenchError
@@ -16,7 +16,7 @@ KINDS = ["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural", "s
 def test_every_kind_is_registered_with_a_description() -> None:
     assert list(PARTITIONS) == KINDS
     for name, split in PARTITIONS.items():
-        assert len(_first_line(split.__doc__)) > 15, name
+        assert len(first_line(split.__doc__)) > 15, name
 
 
 def test_a_typo_in_the_kind_is_one_line_with_the_closest_name() -> None:
