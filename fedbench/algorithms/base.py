@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.params import AlgorithmConfig, schedule_factor
+from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
 
 Tensors = list[Tensor]
 State = dict[str, Any]

@@ -39,7 +39,7 @@ from fedbench.algorithms.base import (
     zeros_like,
 )
 from fedbench.algorithms.blocks import BlockKind, build_partition
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 

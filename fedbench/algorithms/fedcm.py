@@ -16,7 +16,7 @@ from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, Floats, RoundInfo, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 

@@ -28,7 +28,7 @@ from fedbench.algorithms.base import (
     tensor_means,
     zeros_like,
 )
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 

@@ -1,12 +1,6 @@
 """The figure registry (apart from __init__ so figure modules can import it without cycles)."""
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
+from fedbench.figures.base import Figure
 from fedbench.registry import Registry
-
-if TYPE_CHECKING:
-    from fedbench.figures.base import Figure
 
 FIGURES: Registry[type[Figure]] = Registry("figure")
