@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.adam import update_moments_
+from fedbench.algorithms.adam import adam_step_, update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
@@ -88,9 +88,16 @@ class FedLADA(Algorithm):
         add_coupled_decay_(g, y, p.weight_decay)
         update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
         torch._foreach_maximum_(local["v_hat"], local["v"])
-        denom = torch._foreach_sqrt(local["v_hat"])
-        torch._foreach_add_(denom, p.eps)
-        torch._foreach_addcdiv_(y, local["m"], denom, value=-info.lr * p.alpha)
+        # No bias correction: corrections of 1.
+        adam_step_(
+            y,
+            local["m"],
+            local["v_hat"],
+            lr=info.lr * p.alpha,
+            bias_correction1=1.0,
+            bias_correction2=1.0,
+            eps=p.eps,
+        )
         torch._foreach_add_(y, local["amend"], alpha=-info.lr)
 
     def client_end(
