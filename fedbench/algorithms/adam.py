@@ -8,6 +8,8 @@ import math
 import torch
 from torch import Tensor
 
+from fedbench.algorithms.base import add_coupled_decay_
+
 
 def update_moments_(
     m: list[Tensor], v: list[Tensor], g: list[Tensor], beta1: float, beta2: float
@@ -16,6 +18,28 @@ def update_moments_(
     torch._foreach_lerp_(m, g, 1.0 - beta1)
     torch._foreach_mul_(v, beta2)
     torch._foreach_addcmul_(v, g, g, value=1.0 - beta2)
+
+
+def decay_and_update_moments_(
+    y: list[Tensor],
+    g: list[Tensor],
+    m: list[Tensor],
+    v: list[Tensor],
+    *,
+    beta1: float,
+    beta2: float,
+    weight_decay: float,
+    lr: float,
+    decoupled: bool,
+) -> None:
+    """An Adam-family local step up to its adaptive step, with the weight decay of either kind:
+    coupled (Adam's L2: g <- g + lambda*y before the moments) or decoupled (AdamW, Loshchilov &
+    Hutter 2019: y <- (1 - lr*lambda) * y after them, as torch.optim.AdamW orders it)."""
+    if not decoupled:
+        add_coupled_decay_(g, y, weight_decay)
+    update_moments_(m, v, g, beta1, beta2)
+    if decoupled and weight_decay:
+        torch._foreach_mul_(y, 1.0 - lr * weight_decay)
 
 
 def adam_step_(

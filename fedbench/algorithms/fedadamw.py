@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from fedbench.algorithms.adam import adam_step_, update_moments_
+from fedbench.algorithms.adam import adam_step_, decay_and_update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
@@ -35,7 +35,6 @@ from fedbench.algorithms.base import (
     RoundInfo,
     State,
     Tensors,
-    add_coupled_decay_,
     zeros_like,
 )
 from fedbench.algorithms.blocks import BlockKind, build_partition
@@ -188,11 +187,17 @@ class FedAdamW(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
-        if not p.decoupled:
-            add_coupled_decay_(g, y, p.weight_decay)
-        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
-        if p.decoupled and p.weight_decay:
-            torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
+        decay_and_update_moments_(
+            y,
+            g,
+            local["m"],
+            local["v"],
+            beta1=p.beta1,
+            beta2=p.beta2,
+            weight_decay=p.weight_decay,
+            lr=info.lr,
+            decoupled=p.decoupled,
+        )
         bc1, bc2 = self._bias_corrections(k, info)
         # Convex alignment scales the adaptive step by alpha: its step size becomes alpha*eta_r.
         step_info = (
