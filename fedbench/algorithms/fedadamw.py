@@ -187,17 +187,7 @@ class FedAdamW(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
-        decay_and_update_moments_(
-            y,
-            g,
-            local["m"],
-            local["v"],
-            beta1=p.beta1,
-            beta2=p.beta2,
-            weight_decay=p.weight_decay,
-            lr=info.lr,
-            decoupled=p.decoupled,
-        )
+        decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=p.decoupled)
         bc1, bc2 = self._bias_corrections(k, info)
         # Convex alignment scales the adaptive step by alpha: its step size becomes alpha*eta_r.
         step_info = (

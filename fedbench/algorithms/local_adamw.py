@@ -49,17 +49,7 @@ class LocalAdamW(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
-        decay_and_update_moments_(
-            y,
-            g,
-            local["m"],
-            local["v"],
-            beta1=p.beta1,
-            beta2=p.beta2,
-            weight_decay=p.weight_decay,
-            lr=info.lr,
-            decoupled=self.decoupled_decay,
-        )
+        decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=self.decoupled_decay)
         adam_step_(
             y,
             local["m"],
