@@ -15,7 +15,7 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, Floats, RoundInfo, State, Tensors, zeros_like
-from fedbench.algorithms.fedavg import FedAvgConfig
+from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -60,6 +60,4 @@ class FedCM(Algorithm):
         p = self.params
         torch._foreach_mul_(g, p.alpha)
         torch._foreach_add_(g, local["global_term"])
-        if p.weight_decay:
-            torch._foreach_add_(g, y, alpha=p.weight_decay)
-        torch._foreach_add_(y, g, alpha=-info.lr)
+        sgd_step_(y, g, lr=info.lr, weight_decay=p.weight_decay)
