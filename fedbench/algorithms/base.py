@@ -277,6 +277,12 @@ def squared_norm(tensors: Tensors) -> Tensor:
     return torch.stack([n.double() for n in torch._foreach_norm(tensors)]).square().sum()
 
 
+def mean_gradient(mean_delta: Tensors, info: RoundInfo) -> Tensors:
+    """-Delta_bar / sum_k eta_{r,k}: the round's mean update as a mean local gradient, the global
+    direction of the next round (FedCM's d_r, FedLADA's g_a, FedAdamW's Delta_G)."""
+    return list(torch._foreach_mul(mean_delta, -1.0 / info.lr_sum))
+
+
 def zeros_like(tensors: Tensors) -> Tensors:
     return [torch.zeros_like(t) for t in tensors]
 

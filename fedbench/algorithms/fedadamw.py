@@ -35,6 +35,7 @@ from fedbench.algorithms.base import (
     RoundInfo,
     State,
     Tensors,
+    mean_gradient,
     zeros_like,
 )
 from fedbench.algorithms.blocks import BlockKind, build_partition
@@ -146,7 +147,7 @@ class FedAdamW(Algorithm):
         super().server_update(x, mean, server, info)
         if self.params.align_weight:
             # Computed with this round's lr, applied with the next round's (authors' code).
-            server["delta_g"] = torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum)
+            server["delta_g"] = mean_gradient(mean["delta"], info)
         if self.params.v_agg == "block_mean":
             server["v_bar"] = mean["v_blocks"][0]
         elif self.params.v_agg == "full":

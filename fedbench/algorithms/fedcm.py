@@ -14,7 +14,15 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, Floats, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import (
+    Algorithm,
+    Floats,
+    RoundInfo,
+    State,
+    Tensors,
+    mean_gradient,
+    zeros_like,
+)
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
@@ -49,7 +57,7 @@ class FedCM(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        server["direction"] = list(torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum))
+        server["direction"] = mean_gradient(mean["delta"], info)
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

@@ -25,6 +25,7 @@ from fedbench.algorithms.base import (
     State,
     Tensors,
     add_coupled_decay_,
+    mean_gradient,
     tensor_means,
     zeros_like,
 )
@@ -71,7 +72,7 @@ class FedLADA(Algorithm):
     ) -> None:
         super().server_update(x, mean, server, info)
         server["v_bar"] = mean["v_hat"]
-        server["g_a"] = list(torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum))
+        server["g_a"] = mean_gradient(mean["delta"], info)
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
