@@ -9,7 +9,7 @@ import pkgutil
 
 from fedbench.algorithms.base import Algorithm, ClientUpload, Floats, ParamSpec, RoundInfo
 from fedbench.algorithms.dp import register_plain_dp_variants
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 for _module in pkgutil.iter_modules(__path__):

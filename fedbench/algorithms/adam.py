@@ -4,9 +4,12 @@ them so that the Adam-family local rules reproduce PyTorch's optimizers bit for 
 from __future__ import annotations
 
 import math
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
+
+from fedbench.algorithms.base import add_coupled_decay_
 
 
 def update_moments_(
@@ -16,6 +19,38 @@ def update_moments_(
     torch._foreach_lerp_(m, g, 1.0 - beta1)
     torch._foreach_mul_(v, beta2)
     torch._foreach_addcmul_(v, g, g, value=1.0 - beta2)
+
+
+class AdamMoments(Protocol):
+    """The hyperparameters an Adam-family config names the same way (read-only: configs are
+    frozen)."""
+
+    @property
+    def beta1(self) -> float: ...
+    @property
+    def beta2(self) -> float: ...
+    @property
+    def weight_decay(self) -> float: ...
+
+
+def decay_and_update_moments_(
+    y: list[Tensor],
+    g: list[Tensor],
+    local: dict[str, Any],
+    p: AdamMoments,
+    *,
+    lr: float,
+    decoupled: bool,
+) -> None:
+    """An Adam-family local step up to its adaptive step, on local["m"] and local["v"], with the
+    weight decay of either kind: coupled (Adam's L2: g <- g + lambda*y before the moments) or
+    decoupled (AdamW, Loshchilov & Hutter 2019: y <- (1 - lr*lambda) * y after them, as
+    torch.optim.AdamW orders it)."""
+    if not decoupled:
+        add_coupled_decay_(g, y, p.weight_decay)
+    update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
+    if decoupled and p.weight_decay:
+        torch._foreach_mul_(y, 1.0 - lr * p.weight_decay)
 
 
 def adam_step_(

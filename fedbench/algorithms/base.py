@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.params import AlgorithmConfig, schedule_factor
+from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
 
 Tensors = list[Tensor]
 State = dict[str, Any]
@@ -275,6 +275,12 @@ def tensor_means(tensors: Tensors) -> Tensor:
 def squared_norm(tensors: Tensors) -> Tensor:
     """||t||^2 summed over the tensors, in float64 (one value; no host sync)."""
     return torch.stack([n.double() for n in torch._foreach_norm(tensors)]).square().sum()
+
+
+def mean_gradient(mean_delta: Tensors, info: RoundInfo) -> Tensors:
+    """-Delta_bar / sum_k eta_{r,k}: the round's mean update as a mean local gradient, the global
+    direction of the next round (FedCM's d_r, FedLADA's g_a, FedAdamW's Delta_G)."""
+    return list(torch._foreach_mul(mean_delta, -1.0 / info.lr_sum))
 
 
 def zeros_like(tensors: Tensors) -> Tensors:

@@ -19,11 +19,10 @@ delay-adaptive command, g_delay_adaptive.py, uses 1e-3). comm_up d, comm_down d.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from pydantic import Field
 
+from fedbench.algorithms.adam import adam_step_, update_moments_
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
@@ -67,16 +66,19 @@ class FADAS(Algorithm):
     ) -> None:
         p = self.params
         delta = mean["delta"]
-        torch._foreach_lerp_(server["m"], delta, 1.0 - p.beta1)
-        torch._foreach_mul_(server["v"], p.beta2)
-        torch._foreach_addcmul_(server["v"], delta, delta, value=1.0 - p.beta2)
+        update_moments_(server["m"], server["v"], delta, p.beta1, p.beta2)
         torch._foreach_maximum_(server["v_max"], server["v"])
         step = info.round + 1
-        bc1, bc2 = 1.0 - p.beta1**step, 1.0 - p.beta2**step
-        denom = torch._foreach_sqrt(server["v_max"])
-        torch._foreach_div_(denom, math.sqrt(bc2))
-        torch._foreach_add_(denom, p.eps)
-        torch._foreach_addcdiv_(x, server["m"], denom, value=p.server_lr / bc1)
+        # Delta_bar points downhill already: the server's Adam step adds it (lr = -eta_g).
+        adam_step_(
+            x,
+            server["m"],
+            server["v_max"],
+            lr=-p.server_lr,
+            bias_correction1=1.0 - p.beta1**step,
+            bias_correction2=1.0 - p.beta2**step,
+            eps=p.eps,
+        )
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

@@ -56,7 +56,7 @@ from fedbench.algorithms.base import (
     add_coupled_decay_,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 

@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from fedbench.algorithms.adam import adam_step_, update_moments_
+from fedbench.algorithms.adam import adam_step_, decay_and_update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
@@ -35,11 +35,11 @@ from fedbench.algorithms.base import (
     RoundInfo,
     State,
     Tensors,
-    add_coupled_decay_,
+    mean_gradient,
     zeros_like,
 )
 from fedbench.algorithms.blocks import BlockKind, build_partition
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -147,7 +147,7 @@ class FedAdamW(Algorithm):
         super().server_update(x, mean, server, info)
         if self.params.align_weight:
             # Computed with this round's lr, applied with the next round's (authors' code).
-            server["delta_g"] = torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum)
+            server["delta_g"] = mean_gradient(mean["delta"], info)
         if self.params.v_agg == "block_mean":
             server["v_bar"] = mean["v_blocks"][0]
         elif self.params.v_agg == "full":
@@ -188,11 +188,7 @@ class FedAdamW(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
-        if not p.decoupled:
-            add_coupled_decay_(g, y, p.weight_decay)
-        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
-        if p.decoupled and p.weight_decay:
-            torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
+        decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=p.decoupled)
         bc1, bc2 = self._bias_corrections(k, info)
         # Convex alignment scales the adaptive step by alpha: its step size becomes alpha*eta_r.
         step_info = (

@@ -12,7 +12,7 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 

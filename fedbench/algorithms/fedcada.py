@@ -19,7 +19,7 @@ from pydantic import Field
 
 from fedbench.algorithms.base import Algorithm, Floats, ParamSpec, RoundInfo, State, Tensors
 from fedbench.algorithms.fedavg import FedAvgConfig
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
 

@@ -14,9 +14,17 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, Floats, RoundInfo, State, Tensors, zeros_like
-from fedbench.algorithms.fedavg import FedAvgConfig
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.base import (
+    Algorithm,
+    Floats,
+    RoundInfo,
+    State,
+    Tensors,
+    mean_gradient,
+    zeros_like,
+)
+from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -49,7 +57,7 @@ class FedCM(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         super().server_update(x, mean, server, info)
-        server["direction"] = list(torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum))
+        server["direction"] = mean_gradient(mean["delta"], info)
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
@@ -60,6 +68,4 @@ class FedCM(Algorithm):
         p = self.params
         torch._foreach_mul_(g, p.alpha)
         torch._foreach_add_(g, local["global_term"])
-        if p.weight_decay:
-            torch._foreach_add_(g, y, alpha=p.weight_decay)
-        torch._foreach_add_(y, g, alpha=-info.lr)
+        sgd_step_(y, g, lr=info.lr, weight_decay=p.weight_decay)

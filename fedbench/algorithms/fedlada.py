@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.adam import update_moments_
+from fedbench.algorithms.adam import adam_step_, update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
@@ -25,10 +25,11 @@ from fedbench.algorithms.base import (
     State,
     Tensors,
     add_coupled_decay_,
+    mean_gradient,
     tensor_means,
     zeros_like,
 )
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -71,7 +72,7 @@ class FedLADA(Algorithm):
     ) -> None:
         super().server_update(x, mean, server, info)
         server["v_bar"] = mean["v_hat"]
-        server["g_a"] = list(torch._foreach_mul(mean["delta"], -1.0 / info.lr_sum))
+        server["g_a"] = mean_gradient(mean["delta"], info)
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
@@ -88,9 +89,16 @@ class FedLADA(Algorithm):
         add_coupled_decay_(g, y, p.weight_decay)
         update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
         torch._foreach_maximum_(local["v_hat"], local["v"])
-        denom = torch._foreach_sqrt(local["v_hat"])
-        torch._foreach_add_(denom, p.eps)
-        torch._foreach_addcdiv_(y, local["m"], denom, value=-info.lr * p.alpha)
+        # No bias correction: corrections of 1.
+        adam_step_(
+            y,
+            local["m"],
+            local["v_hat"],
+            lr=info.lr * p.alpha,
+            bias_correction1=1.0,
+            bias_correction2=1.0,
+            eps=p.eps,
+        )
         torch._foreach_add_(y, local["amend"], alpha=-info.lr)
 
     def client_end(

@@ -15,12 +15,12 @@ tau 1e-3; clients lr 0.1, weight decay 1e-3 (local SGD). comm_up d, comm_down d.
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import torch
 from pydantic import Field
 
+from fedbench.algorithms.adam import adam_step_
 from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
@@ -84,10 +84,16 @@ class FedOpt(Algorithm):
             bc1 = 1.0 - p.beta1 ** (info.round + 1)
             if self.variant != "adagrad":
                 bc2 = 1.0 - p.beta2 ** (info.round + 1)  # type: ignore[attr-defined]
-        denom = torch._foreach_sqrt(server["v"])
-        torch._foreach_div_(denom, math.sqrt(bc2))
-        torch._foreach_add_(denom, p.tau)
-        torch._foreach_addcdiv_(x, server["m"], denom, value=p.server_lr / bc1)
+        # Delta_bar points downhill already: the server's Adam step adds it (lr = -eta_g).
+        adam_step_(
+            x,
+            server["m"],
+            server["v"],
+            lr=-p.server_lr,
+            bias_correction1=bc1,
+            bias_correction2=bc2,
+            eps=p.tau,
+        )
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

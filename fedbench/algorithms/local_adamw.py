@@ -12,17 +12,16 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.adam import adam_step_, update_moments_
+from fedbench.algorithms.adam import adam_step_, decay_and_update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     RoundInfo,
     State,
     Tensors,
-    add_coupled_decay_,
     tensor_means,
     zeros_like,
 )
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 
@@ -50,11 +49,7 @@ class LocalAdamW(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
-        if not self.decoupled_decay:
-            add_coupled_decay_(g, y, p.weight_decay)
-        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
-        if self.decoupled_decay and p.weight_decay:
-            torch._foreach_mul_(y, 1.0 - info.lr * p.weight_decay)
+        decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=self.decoupled_decay)
         adam_step_(
             y,
             local["m"],

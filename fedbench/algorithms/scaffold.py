@@ -27,7 +27,7 @@ from fedbench.algorithms.base import (
     zeros_like,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
-from fedbench.algorithms.params import AlgorithmConfig
+from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
 

@@ -8,7 +8,7 @@ from typing import overload
 import numpy as np
 
 from fedbench.algorithms.base import RoundInfo
-from fedbench.algorithms.params import AlgorithmConfig, schedule_factor
+from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
 
 
 def clients_per_round(participation: float, num_clients: int) -> int:

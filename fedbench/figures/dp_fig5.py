@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pydantic import Field
 
 from fedbench.figures.base import Claim, FigureContext, FigureData
-from fedbench.figures.fedadamw_fig6 import TableFigure, TableFigureSettings, ranking_claims
+from fedbench.figures.fedadamw_fig6 import (
+    TableFigure,
+    TableFigureSettings,
+    by_column,
+    in_table_order,
+    ranking_claims,
+)
 from fedbench.figures.registry import FIGURES
 
 if TYPE_CHECKING:
@@ -39,9 +45,7 @@ class DPFig5(TableFigure):
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
         runs, _, folder = self.read(settings, context)
         table = runs[["column", "method", "seed", "test_acc", "run_id"]].dropna(subset=["test_acc"])
-        # Stable: the table's row order within each column.
-        table = table.sort_values("column", kind="stable").reset_index(drop=True)
-        return FigureData(table, {"folder": folder})
+        return FigureData(in_table_order(table), {"folder": folder})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
         import matplotlib.pyplot as plt
@@ -75,21 +79,13 @@ class DPFig5(TableFigure):
         low = table["test_acc"].min()
         ax.set_ylim(max(0.0, low - 10), min(100.0, table["test_acc"].max() + 5))
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        seeds = table.groupby(["column", "method"])["seed"].nunique().max()
-        ax.set_title(
-            f"{self.title}\n{data.extra.get('folder', '')}: columns as the table names them; "
-            f"mean ± std over {seeds} seeds, dots: seeds",
-            fontsize=9,
-        )
+        ax.set_title(self.caption(data, "mean ± std", ", dots: seeds"), fontsize=9)
         fig.tight_layout()
         return fig
 
     def claims(self, data: FigureData, settings: Any) -> list[Claim]:
-        values: dict[str, dict[str, list[float]]] = {}
-        for row in data.table.itertuples():
-            values.setdefault(row.column, {}).setdefault(row.method, []).append(float(row.test_acc))
         return ranking_claims(
-            values,
+            by_column(data.table, "test_acc"),
             settings.claimed,
             lower_is_better=False,
             statement=f"{settings.claimed} has the highest test accuracy",

@@ -103,6 +103,28 @@ class TableFigure(Figure):
             frame["column"] = [_label(s) for s in frame["setting"]]
         return runs.reset_index(drop=True), curves.reset_index(drop=True), folder.name
 
+    def caption(self, data: FigureData, what: str, after: str = "") -> str:
+        """The title over the table folder's name and `what` the marks show, over how many
+        seeds (the most any row of a column has), then `after`."""
+        seeds = data.table.groupby(["column", "method"])["seed"].nunique().max()
+        return (
+            f"{self.title}\n{data.extra.get('folder', '')}: columns as the table names them; "
+            f"{what} over {seeds} seeds{after}"
+        )
+
+
+def in_table_order(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows grouped by column, stably: the table's row order within each column."""
+    return table.sort_values("column", kind="stable").reset_index(drop=True)
+
+
+def by_column(table: pd.DataFrame, value: str) -> dict[str, dict[str, list[float]]]:
+    """column -> method -> the `value` of each of its rows (seeds), in the frame's order."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for column, method, v in zip(table["column"], table["method"], table[value], strict=True):
+        values.setdefault(column, {}).setdefault(method, []).append(float(v))
+    return values
+
 
 def _matches(setting: str, where: dict[str, Any]) -> bool:
     values = json.loads(setting)
@@ -167,9 +189,7 @@ class FedAdamWFig6(TableFigure):
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
         runs, curves, folder = self.read(settings, context)
         curves = curves.dropna(subset=["train_loss"])
-        table = curves[["column", "method", "seed", "round", "train_loss"]]
-        # Stable: the table's row order within each column.
-        table = table.sort_values("column", kind="stable").reset_index(drop=True)
+        table = in_table_order(curves[["column", "method", "seed", "round", "train_loss"]])
         return FigureData(table, {"folder": folder, "runs": runs["run_id"].tolist()})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
@@ -203,12 +223,7 @@ class FedAdamWFig6(TableFigure):
         for ax in list(axes.flat)[len(columns) :]:
             ax.axis("off")
         axes.flat[0].legend(fontsize=7, ncol=2)
-        seeds = table.groupby(["column", "method"])["seed"].nunique().max()
-        fig.suptitle(
-            f"{self.title}\n{data.extra.get('folder', '')}: columns as the table names them; "
-            f"mean over {seeds} seeds",
-            fontsize=9,
-        )
+        fig.suptitle(self.caption(data, "mean"), fontsize=9)
         fig.tight_layout()
         return fig
 
@@ -216,12 +231,9 @@ class FedAdamWFig6(TableFigure):
         # The area under the loss curve (its mean over the evaluated rounds after round 0)
         # measures speed: a method that gets low early wins even if others catch up at the end.
         table = data.table[data.table["round"] > 0]
-        means = table.groupby(["column", "method", "seed"])["train_loss"].mean()
-        values: dict[str, dict[str, list[float]]] = {}
-        for (column, method, _), value in means.items():
-            values.setdefault(column, {}).setdefault(method, []).append(float(value))
+        means = table.groupby(["column", "method", "seed"])["train_loss"].mean().reset_index()
         return ranking_claims(
-            values,
+            by_column(means, "train_loss"),
             settings.claimed,
             lower_is_better=True,
             statement=f"{settings.claimed} converges fastest",

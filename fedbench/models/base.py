@@ -20,6 +20,17 @@ MODELS: Registry[ModelBuilder] = Registry("model")
 PRETRAINED: set[str] = set()
 
 
+def image_input(name: str, input_shape: tuple[int, ...], hint: str = "") -> tuple[int, int, int]:
+    """(C, H, W) of an image model's input; any other shape is a FedbenchError naming the model
+    (`hint`: what to use instead)."""
+    if len(input_shape) != 3:
+        raise FedbenchError(
+            f"model {name} needs image inputs (C, H, W), got shape {input_shape}{hint}"
+        )
+    c, h, w = input_shape
+    return c, h, w
+
+
 def check_weights_fields(cfg: ModelConfig) -> None:
     """A weights field that the model cannot use is an error, never silently ignored: weights
     for a model without pretrained weights, or `model.weights` without `model.pretrained`."""

@@ -18,20 +18,14 @@ from torch import nn
 
 from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS
+from fedbench.models.base import MODELS, image_input
 from fedbench.models.resnet import norm_factory
-
-
-def _image_input(name: str, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
-    if len(input_shape) != 3:
-        raise FedbenchError(f"model {name} needs image inputs (C, H, W), got shape {input_shape}")
-    return input_shape  # type: ignore[return-value]
 
 
 @MODELS.register("leaf_femnist_cnn")
 def leaf_femnist_cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """LEAF's FEMNIST CNN: two conv5x5 (32, 64) + pools, dense 2048, dense classes."""
-    c, h, w = _image_input("leaf_femnist_cnn", input_shape)
+    c, h, w = image_input("leaf_femnist_cnn", input_shape)
     return nn.Sequential(
         nn.Conv2d(c, 32, 5, padding=2),
         nn.ReLU(),
@@ -49,7 +43,7 @@ def leaf_femnist_cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes
 @MODELS.register("leaf_celeba_cnn")
 def leaf_celeba_cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """LEAF's CelebA CNN: four [conv3x3-32, norm, pool, ReLU] blocks, dense classes."""
-    c, h, w = _image_input("leaf_celeba_cnn", input_shape)
+    c, h, w = image_input("leaf_celeba_cnn", input_shape)
     norm = norm_factory(cfg.norm, cfg.norm_groups)
     layers: list[nn.Module] = []
     for i in range(4):

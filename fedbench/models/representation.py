@@ -2,7 +2,8 @@
 representation z = represent(x) is the input of its final classification layer. Objectives
 on representations (MOON's model-contrastive loss) use it, for any model that exposes it:
 
-- a model with `represent(x)` and `classify(z)` methods (fedbench's ResNet-18 and ViT);
+- a model with `represent(x)` and `classify(z)` methods (a `RepresentationClassifier`:
+  fedbench's ResNet-18 and ViT);
 - a timm model: z = forward_head(forward_features(x), pre_logits=True), classify = its
   classifier (`get_classifier()`);
 - an nn.Sequential (logreg, cnn): z is the output of every layer but the last.
@@ -13,6 +14,7 @@ client's previous model) with torch.func.functional_call on the one resident mod
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import torch
@@ -21,6 +23,22 @@ from torch import Tensor, nn
 from fedbench.errors import FedbenchError
 
 Split = tuple[Callable[[Tensor], Tensor], Callable[[Tensor], Tensor]]
+
+
+class RepresentationClassifier(nn.Module, ABC):
+    """A classifier written as `classify(represent(x))`, so that objectives on its
+    representation (MOON) reach z without a hook."""
+
+    @abstractmethod
+    def represent(self, x: Tensor) -> Tensor:
+        """z: the input of the final classification layer."""
+
+    @abstractmethod
+    def classify(self, z: Tensor) -> Tensor:
+        """The logits of representation z."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.classify(self.represent(x))
 
 
 def representation_split(model: nn.Module) -> Split:

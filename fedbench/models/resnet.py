@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 from fedbench.config import ModelConfig
-from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS
+from fedbench.models.base import MODELS, image_input
+from fedbench.models.representation import RepresentationClassifier
 
 #: A normalisation layer for a number of channels.
 NormFactory = Callable[[int], nn.Module]
@@ -44,7 +44,7 @@ class BasicBlock(nn.Module):
         return torch.relu(out + self.shortcut(x))
 
 
-class ResNet18(nn.Module):
+class ResNet18(RepresentationClassifier):
     def __init__(self, in_channels: int, num_classes: int, norm: NormFactory) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 64, 3, 1, 1, bias=False)
@@ -69,13 +69,9 @@ class ResNet18(nn.Module):
     def classify(self, z: torch.Tensor) -> torch.Tensor:
         return self.fc(z)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classify(self.represent(x))
-
 
 @MODELS.register("resnet18")
 def resnet18(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """ResNet-18, CIFAR variant (3x3 stem, no max-pool); model.norm bn or gn (GroupNorm, for DP)."""
-    if len(input_shape) != 3:
-        raise FedbenchError(f"model resnet18 needs image inputs (C, H, W), got shape {input_shape}")
-    return ResNet18(input_shape[0], num_classes, norm_factory(cfg.norm, cfg.norm_groups))
+    channels, _, _ = image_input("resnet18", input_shape)
+    return ResNet18(channels, num_classes, norm_factory(cfg.norm, cfg.norm_groups))

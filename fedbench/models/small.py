@@ -8,7 +8,7 @@ from torch import nn
 
 from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS
+from fedbench.models.base import MODELS, image_input
 
 
 @MODELS.register("logreg")
@@ -20,11 +20,7 @@ def logreg(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> 
 @MODELS.register("cnn")
 def cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """conv32-pool-conv64-pool-fc128-fc: works for 8x8, 28x28 and 32x32 inputs (any H, W >= 4)."""
-    if len(input_shape) != 3:
-        raise FedbenchError(
-            f"model cnn needs image inputs (C, H, W), got shape {input_shape}; use logreg"
-        )
-    c, h, w = input_shape
+    c, h, w = image_input("cnn", input_shape, hint="; use logreg")
     if h < 4 or w < 4:
         raise FedbenchError(f"model cnn needs images of at least 4x4, got {h}x{w}")
     return nn.Sequential(

@@ -23,7 +23,7 @@ from torch import nn
 
 from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS, PRETRAINED
+from fedbench.models.base import MODELS, PRETRAINED, image_input
 from fedbench.models.lora import apply_lora
 
 VISION_LORA_TARGETS = ["attn.qkv", "attn.proj"]
@@ -122,9 +122,7 @@ def _load_file(model: nn.Module, path: Path, spec: TimmSpec) -> None:
 
 def _image_shape(name: str, spec: TimmSpec, input_shape: tuple[int, ...]) -> tuple[int, int, int]:
     """(C, H, W) of square images of a size the model takes; anything else is a FedbenchError."""
-    if len(input_shape) != 3:
-        raise FedbenchError(f"model {name} needs image inputs (C, H, W), got shape {input_shape}")
-    c, h, w = input_shape
+    c, h, w = image_input(name, input_shape)
     if h != w:
         raise FedbenchError(f"model {name} needs square images, got {h}x{w}; set data.image_size")
     if spec.fixed_size is not None and h != spec.fixed_size:

@@ -11,7 +11,8 @@ from torch import nn
 
 from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
-from fedbench.models.base import MODELS
+from fedbench.models.base import MODELS, image_input
+from fedbench.models.representation import RepresentationClassifier
 
 
 def sinusoidal_positions(n: int, dim: int) -> torch.Tensor:
@@ -61,7 +62,7 @@ class Block(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
-class ViT(nn.Module):
+class ViT(RepresentationClassifier):
     def __init__(
         self,
         input_shape: tuple[int, int, int],
@@ -100,22 +101,17 @@ class ViT(nn.Module):
     def classify(self, z: torch.Tensor) -> torch.Tensor:
         return self.head(z)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classify(self.represent(x))
-
 
 @MODELS.register("vit_tiny")
 def vit_tiny(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
     """ViT-Tiny from scratch (dim 192, depth 6, 3 heads; 4x4 patches, 2x2 under 16 px)."""
-    if len(input_shape) != 3:
-        raise FedbenchError(f"model vit_tiny needs image inputs (C, H, W), got shape {input_shape}")
-    _, h, w = input_shape
+    c, h, w = image_input("vit_tiny", input_shape)
     patch = 4 if min(h, w) >= 16 else 2
     if h % patch or w % patch:
         raise FedbenchError(
             f"vit_tiny needs image sides divisible by its patch size {patch}, got {h}x{w}"
         )
-    return ViT((input_shape[0], h, w), num_classes, patch=patch)
+    return ViT((c, h, w), num_classes, patch=patch)
 
 
 @MODELS.register("vit_nano")
@@ -123,13 +119,11 @@ def vit_nano(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -
     """The FedAdamW paper's small Transformer of Figure 7 (dim 16, 4 heads), one block, MLP
     ratio 2, no dropout, 4x4 patches: small enough for an exact Hessian on digits (2,714
     parameters), `fedbench figure fedadamw-hessian`."""
-    if len(input_shape) != 3:
-        raise FedbenchError(f"model vit_nano needs image inputs (C, H, W), got shape {input_shape}")
-    _, h, w = input_shape
+    c, h, w = image_input("vit_nano", input_shape)
     if h % 4 or w % 4:
         raise FedbenchError(f"vit_nano needs image sides divisible by 4, got {h}x{w}")
     return ViT(
-        (input_shape[0], h, w),
+        (c, h, w),
         num_classes,
         patch=4,
         dim=16,

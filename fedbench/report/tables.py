@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,6 +365,27 @@ def _decorated(cell: Cell | None, bold: tuple[str, str], mark: str) -> str:
     return cell.text + (mark if cell.tie else "")
 
 
+def _rows(
+    view: View,
+    paper: bool,
+    decorate: Callable[[Cell | None], str],
+    escape: Callable[[str], str] = str,
+) -> list[list[str]]:
+    """The body of a rendered table: a row per method, its name then, per setting and metric,
+    the paper's text (`paper`) or our cell as the format marks it (`decorate`); `escape` turns
+    plain text into the format's."""
+    rows = []
+    for method in view.methods:
+        cells = [escape(method)]
+        for group in view.groups:
+            for metric in group.metrics:
+                key = (method, group.setting_json, metric)
+                text = escape(view.paper.get(key, "")) if paper else decorate(view.cells.get(key))
+                cells.append(text)
+        rows.append(cells)
+    return rows
+
+
 def _header(group: HeaderGroup, metric: str, paper: bool = False) -> str:
     label = group.paper_label if paper else group.label
     sub = METRIC_LABELS.get(metric, metric)
@@ -408,15 +430,7 @@ def to_wide(view: View) -> pd.DataFrame:
 def _md_table(view: View, paper: bool) -> list[str]:
     headers = ["method"] + [_header(g, m, paper) for g in view.groups for m in g.metrics]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
-    for method in view.methods:
-        cells = [method]
-        for group in view.groups:
-            for metric in group.metrics:
-                key = (method, group.setting_json, metric)
-                if paper:
-                    cells.append(view.paper.get(key, ""))
-                else:
-                    cells.append(_decorated(view.cells.get(key), ("**", "**"), f" {TIE_MARK}"))
+    for cells in _rows(view, paper, lambda cell: _decorated(cell, ("**", "**"), f" {TIE_MARK}")):
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -483,6 +497,15 @@ def tex_escape(text: str) -> str:
     return _TEX_RE.sub(lambda m: _TEX[m.group(0)], text)
 
 
+def _tex_cell(cell: Cell | None) -> str:
+    text = tex_escape(cell.text) if cell else ""
+    if cell is not None and cell.best and text:
+        return rf"\textbf{{{text}}}"
+    if cell is not None and cell.tie:
+        return text + r"$^{\approx}$"
+    return text
+
+
 def _tex_tabular(view: View, paper: bool) -> list[str]:
     """One booktabs tabular: a \\multicolumn group per setting with metric subheaders."""
     ncols = sum(len(g.metrics) for g in view.groups)
@@ -501,21 +524,7 @@ def _tex_tabular(view: View, paper: bool) -> list[str]:
     subs = [TEX_METRICS.get(m, tex_escape(m)) for g in view.groups for m in g.metrics]
     lines.append("Method & " + " & ".join(subs) + r" \\")
     lines.append(r"\midrule")
-    for method in view.methods:
-        cells = [tex_escape(method)]
-        for group in view.groups:
-            for metric in group.metrics:
-                key = (method, group.setting_json, metric)
-                if paper:
-                    cells.append(tex_escape(view.paper.get(key, "")))
-                    continue
-                cell = view.cells.get(key)
-                text = tex_escape(cell.text) if cell else ""
-                if cell is not None and cell.best and text:
-                    text = rf"\textbf{{{text}}}"
-                elif cell is not None and cell.tie:
-                    text += r"$^{\approx}$"
-                cells.append(text)
+    for cells in _rows(view, paper, _tex_cell, tex_escape):
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return lines
@@ -560,18 +569,8 @@ def to_latex(view: View, label: str, paper_numbers: bool = False) -> str:
 
 def _rich_table(view: View, paper: bool) -> Table:
     title = view.paper_label if paper else view.title
-    rows = []
-    for method in view.methods:
-        cells = [method]
-        for group in view.groups:
-            for metric in group.metrics:
-                key = (method, group.setting_json, metric)
-                if paper:
-                    cells.append(view.paper.get(key, ""))
-                    continue
-                cell = view.cells.get(key)
-                cells.append(_decorated(cell, ("[bold]", f" {BEST_MARK}[/bold]"), f" {TIE_MARK}"))
-        rows.append(cells)
+    bold = ("[bold]", f" {BEST_MARK}[/bold]")
+    rows = _rows(view, paper, lambda cell: _decorated(cell, bold, f" {TIE_MARK}"))
     out = Table(
         title=title,
         title_justify="left",

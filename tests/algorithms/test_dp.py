@@ -169,10 +169,10 @@ def test_dp_fedadamw_three_rounds_by_hand(floor: float, v_bias_correction: str) 
         problem,
         lrs,
         K,
-        wd=wd,
+        weight_decay=wd,
         alpha=alpha,
-        b1=b1,
-        b2=b2,
+        beta1=b1,
+        beta2=b2,
         v_bias_correction=v_bias_correction,
         denominator=floored,
     )
@@ -184,7 +184,7 @@ def test_dp_fedadamw_without_noise_is_fedadamw_by_hand() -> None:
     """sigma = 0 (or debias false): FedAdamW's denominator sqrt(v_hat) + eps."""
     problem, K, lrs = Problem(), 2, [0.02, 0.01]
     fields = {"weight_decay": 0.05, "alpha": 0.5, "beta1": 0.8, "beta2": 0.95}
-    ref, _ = fedadamw_by_hand(problem, lrs, K, wd=0.05, alpha=0.5, b1=0.8, b2=0.95)
+    ref, _ = fedadamw_by_hand(problem, lrs, K, **fields)
     for noise_std, debias in ((0.0, True), (0.3, False)):
         alg = make("dp_fedadamw", debias=debias, eps=EPS, **fields)
         x, _, _ = run_federated(

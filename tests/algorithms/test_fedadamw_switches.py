@@ -1,136 +1,23 @@
-"""FedAdamW switches computed by hand on list-of-tensor parameters: global blocks, full v
-aggregation, coupled decay, the v bias correction, communication counts."""
+"""FedAdamW's switches beyond the rounds that test_fedadamw.py computes by hand: communication
+counts, what the v and m bias corrections do to a round's first step, the restored v, and the
+block partitions."""
 
 import pytest
 import torch
 
 from fedbench.algorithms import RoundInfo
 from fedbench.algorithms.blocks import build_partition
-from tests.algorithms.harness import EPS, SHAPES, Problem, assert_close, make, run_federated
+from tests.algorithms.harness import (
+    EPS,
+    SHAPES,
+    Problem,
+    assert_close,
+    flatten,
+    make,
+    run_federated,
+)
 
 B1, B2 = 0.9, 0.999
-
-
-def fedadamw_by_hand(problem, lrs, K, *, alpha, lam, blocks="tensor", v_agg="block_mean"):
-    """Plain re-statement of the rule: v from expanded block means, m from 0, m_hat with local k,
-    v_hat with global t = r*K + k, decoupled decay, alignment alpha * Delta_G."""
-    x = problem.x0()
-    v_bar = None  # block means, or full v
-    delta_g = [torch.zeros_like(t) for t in x]
-    for r, lr in enumerate(lrs):
-        deltas, v_uploads = [], []
-        for i in range(problem.N):
-            y = [t.clone() for t in x]
-            m = [torch.zeros_like(t) for t in x]
-            if v_bar is None or v_agg == "none":
-                v = [torch.zeros_like(t) for t in x]
-            elif v_agg == "full":
-                v = [t.clone() for t in v_bar]
-            elif blocks == "tensor":
-                v = [torch.full_like(t, float(b)) for t, b in zip(x, v_bar)]
-            else:  # global
-                v = [torch.full_like(t, float(v_bar[0])) for t in x]
-            for k in range(1, K + 1):
-                t_glob = r * K + k
-                g = problem.grad(y, i)
-                m = [B1 * mi + (1 - B1) * gi for mi, gi in zip(m, g)]
-                v = [B2 * vi + (1 - B2) * gi * gi for vi, gi in zip(v, g)]
-                t_v = k if v_agg == "none" else t_glob
-                y = [
-                    yi
-                    - lr
-                    * (
-                        (mi / (1 - B1**k)) / ((vi / (1 - B2**t_v)).sqrt() + EPS)
-                        + alpha * dg
-                        + lam * yi
-                    )
-                    for yi, mi, vi, dg in zip(y, m, v, delta_g)
-                ]
-            deltas.append([yi - xi for yi, xi in zip(y, x)])
-            if v_agg == "full":
-                v_uploads.append(v)
-            elif blocks == "tensor":
-                v_uploads.append([vi.mean() for vi in v])
-            else:
-                v_uploads.append([sum(vi.sum() for vi in v) / sum(vi.numel() for vi in v)])
-        mean_delta = [sum(d[j] for d in deltas) / len(deltas) for j in range(len(x))]
-        x = [xi + di for xi, di in zip(x, mean_delta)]
-        delta_g = [-di / (K * lr) for di in mean_delta]
-        v_bar = [sum(u[j] for u in v_uploads) / len(v_uploads) for j in range(len(v_uploads[0]))]
-    return x, v_bar
-
-
-def _lr_of(lrs):
-    return lambda r: lrs[r]
-
-
-@pytest.mark.parametrize("blocks", ["tensor", "global"])
-def test_fedadamw_three_rounds_by_hand(blocks):
-    problem = Problem()
-    lrs, K = [1e-2, 8e-3, 5e-3], 2
-    alg = make("fedadamw", weight_decay=0.05, alpha=0.5, blocks=blocks, eps=EPS)
-    got, server, _ = run_federated(alg, problem, rounds=3, local_steps=K, lr=_lr_of(lrs))
-    expected, v_bar = fedadamw_by_hand(problem, lrs, K, alpha=0.5, lam=0.05, blocks=blocks)
-    assert_close(got, torch.cat([t.reshape(-1) for t in expected]))
-    assert_close(server["v_bar"], torch.stack(v_bar))
-
-
-def test_fedadamw_full_v_aggregation_by_hand():
-    problem = Problem()
-    lrs, K = [1e-2, 5e-3], 3
-    alg = make("fedadamw", weight_decay=0.01, alpha=0.3, v_agg="full", eps=EPS)
-    got, server, _ = run_federated(alg, problem, rounds=2, local_steps=K, lr=_lr_of(lrs))
-    expected, v_bar = fedadamw_by_hand(problem, lrs, K, alpha=0.3, lam=0.01, v_agg="full")
-    assert_close(got, torch.cat([t.reshape(-1) for t in expected]))
-    assert_close(server["v_bar"], torch.cat([t.reshape(-1) for t in v_bar]))
-
-
-def test_fedadamw_no_v_aggregation_by_hand():
-    """v_agg none: v restarts from 0 every round and is bias-corrected with the local k."""
-    problem = Problem()
-    lrs, K = [1e-2, 5e-3, 2e-3], 3
-    alg = make("fedadamw", weight_decay=0.02, alpha=0.4, v_agg="none", eps=EPS)
-    got, _, _ = run_federated(alg, problem, rounds=3, local_steps=K, lr=_lr_of(lrs))
-    expected, _ = fedadamw_by_hand(problem, lrs, K, alpha=0.4, lam=0.02, v_agg="none")
-    assert_close(got, torch.cat([t.reshape(-1) for t in expected]))
-
-
-def test_alpha0_no_v_agg_equals_local_adamw():
-    problem = Problem()
-    lrs, K = [1e-2, 5e-3, 2e-3], 3
-    a, _, _ = run_federated(
-        make("fedadamw", alpha=0.0, v_agg="none", weight_decay=0.02, eps=EPS),
-        problem,
-        rounds=3,
-        local_steps=K,
-        lr=_lr_of(lrs),
-    )
-    b, _, _ = run_federated(
-        make("local_adamw", weight_decay=0.02, eps=EPS),
-        problem,
-        rounds=3,
-        local_steps=K,
-        lr=_lr_of(lrs),
-    )
-    assert_close(a, torch.cat([t.reshape(-1) for t in b]))
-
-
-def test_coupled_decay_switch_matches_hand_rule():
-    """decoupled false (A3): lambda*y enters g before the moments (k = t = 1: m_hat = g,
-    v_hat = g^2)."""
-    problem = Problem(clients=1)
-    lam, lr = 0.5, 1e-2
-    got, _, _ = run_federated(
-        make("fedadamw", alpha=0.0, decoupled=False, weight_decay=lam, eps=EPS, clients=1),
-        problem,
-        rounds=1,
-        local_steps=1,
-        lr=lr,
-    )
-    x0 = problem.x0()
-    g = [gi + lam * xi for gi, xi in zip(problem.grad(x0, 0), x0)]
-    expected = [xi - lr * gi / (gi.abs() + EPS) for xi, gi in zip(x0, g)]
-    assert_close(got, torch.cat([t.reshape(-1) for t in expected]))
 
 
 def test_communication_counts():
@@ -167,11 +54,11 @@ def test_global_bias_correction_keeps_v_hat_at_the_gradient_scale():
     K, lr = 9, 1e-2
     x, y_glob, v = _first_step_of_round_two("global", K, lr)
     x_loc, y_loc, v_loc = _first_step_of_round_two("local", K, lr)
-    assert_close(x_loc, torch.cat([t.reshape(-1) for t in x]))  # round 1 identical
-    assert_close(v_loc, torch.cat([t.reshape(-1) for t in v]))
-    g = torch.cat([t.reshape(-1) for t in Problem().grad(x, 0)])
+    assert_close(x_loc, flatten(x))  # round 1 identical
+    assert_close(v_loc, flatten(v))
+    g = flatten(Problem().grad(x, 0))
     m_hat = g  # k = 1: m = (1 - beta1) g, m_hat = m / (1 - beta1)
-    flat_v, flat_x = torch.cat([t.reshape(-1) for t in v]), torch.cat([t.reshape(-1) for t in x])
+    flat_v, flat_x = flatten(v), flatten(x)
     v_hat_glob, v_hat_loc = flat_v / (1 - B2 ** (K + 1)), flat_v / (1 - B2)
     assert_close(y_glob, flat_x - lr * m_hat / (v_hat_glob.sqrt() + EPS))
     assert_close(y_loc, flat_x - lr * m_hat / (v_hat_loc.sqrt() + EPS))
@@ -181,9 +68,25 @@ def test_global_bias_correction_keeps_v_hat_at_the_gradient_scale():
     assert float((v_hat_loc / v_hat_glob).min()) == pytest.approx(
         (1 - B2 ** (K + 1)) / (1 - B2), rel=1e-12
     )
-    step_glob = (torch.cat([t.reshape(-1) for t in y_glob]) - flat_x).abs()
-    step_loc = (torch.cat([t.reshape(-1) for t in y_loc]) - flat_x).abs()
+    step_glob = (flatten(y_glob) - flat_x).abs()
+    step_loc = (flatten(y_loc) - flat_x).abs()
     assert torch.all(step_loc < step_glob / 2)
+
+
+def test_global_m_correction_shrinks_the_first_step_of_a_later_round() -> None:
+    """With m from zero and t = r*K + 1, m_hat = (1-b1)*g / (1 - b1^t): about 0.1x local's g."""
+    problem, K = Problem(), 5
+    first_steps = []
+    for form in ("local", "global"):
+        alg = make("fedadamw", m_bias_correction=form, alpha=0.0, weight_decay=0.0, eps=EPS)
+        x, server, _ = run_federated(alg, problem, rounds=1, local_steps=K, lr=0.01)
+        info = RoundInfo(1, 0.01, K, problem.N, problem.N)
+        local = alg.client_begin(x, server, None, info)
+        y = [t.clone() for t in x]
+        alg.local_step(y, problem.grad(y, 0), local, 1, info)
+        first_steps.append((flatten(y) - flatten(x)).norm())
+    ratio = float(first_steps[1] / first_steps[0])
+    assert ratio == pytest.approx(0.1 / (1 - 0.9 ** (K + 1)), rel=1e-9)
 
 
 def test_v_block_means_are_the_restored_v_bar_at_round_start():
