@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from fedbench.config import PartitionConfig
-from fedbench.partitions import PARTITIONS
+from fedbench.partitions import PARTITIONS, PartitionTask
 
 
 def partition(
@@ -25,7 +25,8 @@ def partition(
 ) -> list[np.ndarray]:
     """Indices of each client's training samples (sorted), one array per client."""
     split = PARTITIONS.get(cfg.kind)
-    return split(labels, num_classes, cfg, np.random.default_rng(cfg.seed), client_ids)
+    rng = np.random.default_rng(cfg.seed)
+    return split(PartitionTask(labels, num_classes, cfg, rng, client_ids))
 
 
 def _client_record(c: int, idx: np.ndarray, labels: np.ndarray, num_classes: int) -> dict:

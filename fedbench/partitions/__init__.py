@@ -6,10 +6,10 @@ decorated with `@PARTITIONS.register(name)`) and no list to edit. `partition.kin
 config names one; `fedbench.data.partition.partition` applies it.
 """
 
-from fedbench.partitions.base import PartitionSettings, Split
+from fedbench.partitions.base import PartitionSettings, PartitionTask, Split
 from fedbench.partitions.registry import PARTITIONS
 from fedbench.registry import import_submodules
 
 import_submodules(__name__, __path__)
 
-__all__ = ["PARTITIONS", "PartitionSettings", "Split"]
+__all__ = ["PARTITIONS", "PartitionSettings", "PartitionTask", "Split"]

@@ -1,13 +1,15 @@
 """The partition contract: what a kind receives and returns, and the checks kinds share.
 
-A kind is a function `split(labels, num_classes, settings, rng, client_ids)` returning one
-array of training-sample indices per client. `settings` is the run config's `partition:`
-section, read through the `PartitionSettings` protocol so that this package needs nothing from
-`fedbench.config` (which validates `partition.kind` against the registry, and so sits above it).
+A kind is a function `split(task: PartitionTask)` returning one array of training-sample
+indices per client. `task.settings` is the run config's `partition:` section, read through the
+`PartitionSettings` protocol so that this package needs nothing from `fedbench.config` (which
+validates `partition.kind` against the registry, and so sits above it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -32,20 +34,36 @@ class PartitionSettings(Protocol):
     def shards_per_client(self) -> int: ...
 
 
-class Split(Protocol):
-    """A partition kind: the sorted training-sample indices of each client, one array each.
+@dataclass(frozen=True)
+class PartitionTask:
+    """What a partition kind is given: the training labels, the number of classes, the
+    `partition:` section, a generator seeded by partition.seed only (the same split for every
+    run seed), and the data's natural client of each training sample (None when it has none).
+    One object rather than a parameter list, so that the contract can grow without touching
+    every kind."""
 
-    `rng` is seeded by partition.seed only (the same split for every run seed); `client_ids`
-    holds the data's natural client of each training sample, or None when it has none."""
+    labels: np.ndarray
+    num_classes: int
+    settings: PartitionSettings
+    rng: np.random.Generator
+    client_ids: np.ndarray | None = None
 
-    def __call__(
-        self,
-        labels: np.ndarray,
-        num_classes: int,
-        settings: PartitionSettings,
-        rng: np.random.Generator,
-        client_ids: np.ndarray | None,
-    ) -> list[np.ndarray]: ...
+    @property
+    def n(self) -> int:
+        """Training samples."""
+        return len(self.labels)
+
+    def check_clients(self) -> None:
+        """`check_clients` for this task."""
+        check_clients(self.n, self.settings)
+
+    def client_size(self, *, reuse: bool = False) -> int:
+        """`client_size` for this task."""
+        return client_size(self.n, self.settings, reuse=reuse)
+
+
+#: A partition kind: the sorted training-sample indices of each client, one array each.
+Split = Callable[[PartitionTask], list[np.ndarray]]
 
 
 def check_clients(n: int, settings: PartitionSettings) -> None:
@@ -69,11 +87,10 @@ def client_size(n: int, settings: PartitionSettings, *, reuse: bool = False) -> 
     return size
 
 
-def class_pools_and_mixes(
-    labels: np.ndarray, num_classes: int, clients: int, alpha: float, rng: np.random.Generator
-) -> tuple[list[np.ndarray], np.ndarray]:
+def class_pools_and_mixes(task: PartitionTask) -> tuple[list[np.ndarray], np.ndarray]:
     """Each class's sample indices in a seeded shuffled order, then each client's class mix
-    p_c ~ Dir(alpha) (a clients x num_classes array), drawn in this order from `rng`."""
+    p_c ~ Dir(alpha) (a clients x num_classes array), drawn in this order from `task.rng`."""
+    labels, num_classes, rng = task.labels, task.num_classes, task.rng
     pools = [rng.permutation(np.flatnonzero(labels == k)) for k in range(num_classes)]
-    mixes = rng.dirichlet(np.full(num_classes, alpha), size=clients)
+    mixes = rng.dirichlet(np.full(num_classes, task.settings.alpha), size=task.settings.clients)
     return pools, mixes

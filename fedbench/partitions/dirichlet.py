@@ -5,30 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbench.partitions.base import PartitionSettings, class_pools_and_mixes, client_size
+from fedbench.partitions.base import PartitionTask, class_pools_and_mixes
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("dirichlet")
-def dirichlet(
-    labels: np.ndarray,
-    num_classes: int,
-    settings: PartitionSettings,
-    rng: np.random.Generator,
-    client_ids: np.ndarray | None,
-) -> list[np.ndarray]:
+def dirichlet(task: PartitionTask) -> list[np.ndarray]:
     """Class mix p_c ~ Dir(alpha) per client, equal sizes, each sample used at most once.
 
     When a class runs out, the client's remaining draws renormalise over the classes that still
     have samples."""
-    size = client_size(len(labels), settings)
-    pools, proportions = class_pools_and_mixes(
-        labels, num_classes, settings.clients, settings.alpha, rng
-    )
+    num_classes, rng = task.num_classes, task.rng
+    size = task.client_size()
+    pools, proportions = class_pools_and_mixes(task)
     left = np.array([len(p) for p in pools])
     taken = np.zeros(num_classes, dtype=np.int64)
     out = []
-    for c in range(settings.clients):
+    for c in range(task.settings.clients):
         counts = np.zeros(num_classes, dtype=np.int64)
         need = size
         while need > 0:

@@ -4,26 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbench.partitions.base import PartitionSettings, class_pools_and_mixes, client_size
+from fedbench.partitions.base import PartitionTask, class_pools_and_mixes
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("dirichlet_equal")
-def dirichlet_equal(
-    labels: np.ndarray,
-    num_classes: int,
-    settings: PartitionSettings,
-    rng: np.random.Generator,
-    client_ids: np.ndarray | None,
-) -> list[np.ndarray]:
+def dirichlet_equal(task: PartitionTask) -> list[np.ndarray]:
     """Class mix p_c ~ Dir(alpha), exactly n/N samples per client, samples reused (FedDyn).
 
     Client c's class counts ~ Multinomial(size, p_c) with size samples_per_client (else n/N);
     each class pool is consumed in a seeded shuffled order and restarts from its beginning when
     it runs out, so samples are reused rather than the mix renormalised."""
-    clients = settings.clients
-    size = client_size(len(labels), settings, reuse=True)
-    pools, proportions = class_pools_and_mixes(labels, num_classes, clients, settings.alpha, rng)
+    num_classes, clients, rng = task.num_classes, task.settings.clients, task.rng
+    size = task.client_size(reuse=True)
+    pools, proportions = class_pools_and_mixes(task)
     proportions *= np.array([len(p) > 0 for p in pools])  # no mass on an absent class
     proportions /= proportions.sum(axis=1, keepdims=True)
     counts = np.stack([rng.multinomial(size, p) for p in proportions])

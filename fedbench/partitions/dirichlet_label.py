@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbench.partitions.base import PartitionSettings, check_clients
+from fedbench.partitions.base import PartitionTask
 from fedbench.partitions.registry import PARTITIONS
 
 #: dirichlet_label redraws at most this many times before repairing the smallest clients.
@@ -13,25 +13,19 @@ MAX_REDRAWS = 100
 
 
 @PARTITIONS.register("dirichlet_label")
-def dirichlet_label(
-    labels: np.ndarray,
-    num_classes: int,
-    settings: PartitionSettings,
-    rng: np.random.Generator,
-    client_ids: np.ndarray | None,
-) -> list[np.ndarray]:
+def dirichlet_label(task: PartitionTask) -> list[np.ndarray]:
     """Each class split over the clients ~ Dir(alpha); unequal client sizes (NIID-Bench).
 
     A draw that leaves a client with fewer than min(10, n / 2N) samples is redrawn."""
-    n = len(labels)
-    check_clients(n, settings)
-    clients = settings.clients
+    labels, num_classes, rng = task.labels, task.num_classes, task.rng
+    n, clients, alpha = task.n, task.settings.clients, task.settings.alpha
+    task.check_clients()
     min_size = max(1, min(10, n // (2 * clients)))
     for _ in range(MAX_REDRAWS):
         parts: list[list[np.ndarray]] = [[] for _ in range(clients)]
         for k in range(num_classes):
             idx = rng.permutation(np.flatnonzero(labels == k))
-            shares = rng.dirichlet(np.full(clients, settings.alpha))
+            shares = rng.dirichlet(np.full(clients, alpha))
             cuts = (np.cumsum(shares) * len(idx)).astype(int)[:-1]
             for c, chunk in enumerate(np.split(idx, cuts)):
                 parts[c].append(chunk)

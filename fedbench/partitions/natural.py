@@ -5,27 +5,22 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.errors import FedbenchError
-from fedbench.partitions.base import PartitionSettings
+from fedbench.partitions.base import PartitionTask
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("natural")
-def natural(
-    labels: np.ndarray,
-    num_classes: int,
-    settings: PartitionSettings,
-    rng: np.random.Generator,
-    client_ids: np.ndarray | None,
-) -> list[np.ndarray]:
+def natural(task: PartitionTask) -> list[np.ndarray]:
     """The client ids shipped with the data; partition.clients must equal their number."""
+    client_ids = task.client_ids
     if client_ids is None:
         raise FedbenchError(
             "partition.kind natural needs client ids in the data (npz: client_train)"
         )
     ids = np.unique(client_ids)
-    if len(ids) != settings.clients:
+    if len(ids) != task.settings.clients:
         raise FedbenchError(
-            f"partition.clients is {settings.clients} but the data has {len(ids)} natural "
+            f"partition.clients is {task.settings.clients} but the data has {len(ids)} natural "
             f"clients; set partition.clients={len(ids)}"
         )
     # One stable sort instead of a scan per client: thousands of clients stay cheap.

@@ -7,18 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.errors import FedbenchError
-from fedbench.partitions.base import PartitionSettings, client_size
+from fedbench.partitions.base import PartitionTask
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("shards")
-def shards(
-    labels: np.ndarray,
-    num_classes: int,
-    settings: PartitionSettings,
-    rng: np.random.Generator,
-    client_ids: np.ndarray | None,
-) -> list[np.ndarray]:
+def shards(task: PartitionTask) -> list[np.ndarray]:
     """Label-sorted shards, shards_per_client of them per client (McMahan et al. 2017).
 
     The training set is sorted by label (ties in a seeded random order) and cut into
@@ -26,7 +20,8 @@ def shards(
     shard lies in one class unless it straddles a class boundary, so a client with 2 shards
     sees 1 to 4 classes, mostly 2). Shards hold floor(size / shards_per_client) samples; the
     samples left over are not used."""
-    size = client_size(len(labels), settings)
+    labels, settings, rng = task.labels, task.settings, task.rng
+    size = task.client_size()
     per_client = settings.shards_per_client
     shard = size // per_client
     if shard < 1:
@@ -34,7 +29,7 @@ def shards(
             f"partition.shards_per_client {per_client} exceeds the {size} samples per client; "
             "lower shards_per_client or clients"
         )
-    shuffled = rng.permutation(len(labels))
+    shuffled = rng.permutation(task.n)
     by_label = shuffled[np.argsort(labels[shuffled], kind="stable")]
     total = settings.clients * per_client
     cut = by_label[: total * shard].reshape(total, shard)

@@ -41,9 +41,10 @@ def test_the_cli_exits_2_on_an_unknown_kind_and_lists_the_kinds(run_cli, tmp_pat
 def test_a_registered_kind_is_used_by_partition() -> None:
     """A kind added by a module is found by `partition.kind` (registered here, then removed)."""
 
-    def every_other(labels, num_classes, settings, rng, client_ids):
+    def every_other(task):
         """Client c gets samples c, c + N, c + 2N, ...: a deterministic round robin."""
-        return [np.arange(c, len(labels), settings.clients) for c in range(settings.clients)]
+        clients = task.settings.clients
+        return [np.arange(c, task.n, clients) for c in range(clients)]
 
     with PARTITIONS.registered("round_robin", every_other):
         settings = PartitionConfig(kind="round_robin", clients=3)
