@@ -46,26 +46,23 @@ def train(
     ] = False,
 ) -> None:
     """Train one run; its folder is OUT/runs/<run_id>/. Reruns resume or skip a finished run."""
-    from fedbench.config import load_run_config
-    from fedbench.engine.one_run import config_text, train_one
-    from fedbench.engine.progress import final_line
+    from fedbench.engine.one_run import train_command
 
-    cfg = load_run_config(config, set_ or [])
-    if print_config:
-        print(config_text(cfg, out), end="")
+    report = train_command(
+        config,
+        set_ or [],
+        out,
+        save_model=save_model,
+        print_config=print_config,
+        console=console,
+        resume=resume_command(),
+    )
+    if report.config is not None:
+        print(report.config, end="")
         return
-    result = train_one(cfg, out, save_model=save_model, console=console, resume=resume_command())
-    summary = result.summary
-    if result.status == "skipped":
-        say(
-            f"run {result.run_dir.name} is already done ({summary.get('status')}): {result.run_dir}"
-        )
-        return
-    say(f"{result.status}: {result.run_dir}  {final_line(summary)}")
-    if result.status == "stopped":  # asked to stop (a STOP file in the run folder): not an error
-        say(f"stopped on request: {summary.get('error')}")
-    elif result.status != "completed":
-        console.print(f"[red]{summary.get('error')}[/red]")
+    show(report.lines)
+    if report.error is not None:
+        console.print(f"[red]{report.error}[/red]")
         raise typer.Exit(1)
 
 

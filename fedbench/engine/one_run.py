@@ -1,8 +1,9 @@
 """`fedbench train` below the command line: the resolved config as the run folder will hold it,
-and one run whose Ctrl-C says how to resume it."""
+one run whose Ctrl-C says how to resume it, and the lines the command prints."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,3 +44,45 @@ def train_one(
 
         folder = RunFolder.for_config(out, cfg)
         raise Interrupted(folder.interrupted_line(cfg.fl.rounds, resume)) from None
+
+
+@dataclass(frozen=True)
+class TrainReport:
+    """What `fedbench train` prints: `config` (the --print-config YAML, written as is) or the
+    `lines` about the run, then `error` where the run neither completed nor was asked to stop
+    (the command shows it in red and exits with code 1)."""
+
+    lines: list[str] = field(default_factory=list)
+    config: str | None = None
+    error: str | None = None
+
+
+def train_command(
+    config: Path | None,
+    overrides: list[str],
+    out: Path,
+    *,
+    save_model: bool,
+    print_config: bool,
+    console: Console | None,
+    resume: str,
+) -> TrainReport:
+    """`fedbench train CONFIG`: load the run config with its overrides, then print it
+    (`print_config`) or train it (resuming, or skipping a finished run) and say how it ended."""
+    from fedbench.config import load_run_config
+    from fedbench.engine.progress import final_line
+
+    cfg = load_run_config(config, overrides)
+    if print_config:
+        return TrainReport(config=config_text(cfg, out))
+    result = train_one(cfg, out, save_model=save_model, console=console, resume=resume)
+    summary = result.summary
+    if result.status == "skipped":
+        done = f"run {result.run_dir.name} is already done ({summary.get('status')})"
+        return TrainReport([f"{done}: {result.run_dir}"])
+    lines = [f"{result.status}: {result.run_dir}  {final_line(summary)}"]
+    if result.status == "stopped":  # asked to stop (a STOP file in the run folder): not an error
+        return TrainReport([*lines, f"stopped on request: {summary.get('error')}"])
+    if result.status != "completed":
+        return TrainReport(lines, error=f"{summary.get('error')}")
+    return TrainReport(lines)

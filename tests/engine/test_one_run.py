@@ -12,8 +12,9 @@ from fedbench.config import load_run_config
 from fedbench.data.base import resolved_location
 from fedbench.engine.bench import result_listing
 from fedbench.engine.bench_suite import measure
-from fedbench.engine.one_run import config_text, train_one
+from fedbench.engine.one_run import config_text, train_command, train_one
 from fedbench.errors import FedbenchError, Interrupted
+from tests.conftest import TINY
 
 
 def test_config_text_is_the_resolved_config_after_two_comment_lines(tmp_path: Path) -> None:
@@ -67,3 +68,45 @@ def test_a_suite_runs_its_own_configs() -> None:
             suite="table1",
             out_dir=Path("unused"),
         )
+
+
+TINY_SETS = [arg for arg in TINY if arg != "--set"]
+
+
+def test_train_command_says_how_the_run_ended_and_skips_it_when_done(tmp_path: Path) -> None:
+    first = train_command(
+        None, TINY_SETS, tmp_path, save_model=False, print_config=False, console=None, resume=""
+    )
+    cfg = load_run_config(None, TINY_SETS)
+    run_dir = tmp_path / "runs" / cfg.run_id()
+    (line,) = first.lines
+    assert line.startswith(f"completed: {run_dir}  test_acc ")
+    assert first.error is None and first.config is None
+    again = train_command(
+        None, TINY_SETS, tmp_path, save_model=False, print_config=False, console=None, resume=""
+    )
+    assert again.lines == [f"run {cfg.run_id()} is already done (completed): {run_dir}"]
+
+
+def test_train_command_prints_the_config_without_training(tmp_path: Path) -> None:
+    shown = train_command(
+        None,
+        ["fl.rounds=7"],
+        tmp_path,
+        save_model=False,
+        print_config=True,
+        console=None,
+        resume="",
+    )
+    assert shown.lines == [] and shown.error is None
+    assert shown.config == config_text(load_run_config(None, ["fl.rounds=7"]), tmp_path)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_train_command_reports_a_diverged_run_as_an_error(tmp_path: Path) -> None:
+    sets = [*TINY_SETS, "algorithm.name=fedavg", "algorithm.lr=1.0e12", "algorithm.grad_clip=null"]
+    shown = train_command(
+        None, sets, tmp_path, save_model=False, print_config=False, console=None, resume=""
+    )
+    assert shown.lines[0].startswith("diverged: ")
+    assert shown.error is not None and "non-finite" in shown.error
