@@ -64,7 +64,11 @@ def _token(key: str, value: Any, own: bool) -> str | None:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         text = f"{name}-{str(value).lower() if not isinstance(value, str) else value}"
     else:
-        text = f"{name}{value:g}" if isinstance(value, float) else f"{name}{value}"
+        # 1e+12 is written 1e12: the run folder's name turns a "+" into "-", which would read
+        # as 1e-12.
+        text = (
+            f"{name}{value:g}".replace("e+", "e") if isinstance(value, float) else f"{name}{value}"
+        )
     return UNSAFE.sub("_", text)
 
 

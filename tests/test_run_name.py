@@ -39,3 +39,12 @@ def test_names_are_safe_for_a_file_system() -> None:
     assert "/" not in cfg.run_id()
     label = differing_label({"model": {"lora": None, "x": "a/b c"}}, {"model": {"x": "d"}}, set())
     assert label == "-model.x-a_b_c"
+
+
+def test_a_large_float_keeps_its_sign_of_exponent() -> None:
+    """1e12 was written lr1e+12, which the folder name turned into lr1e-12 (the opposite)."""
+    big = load_run_config(None, ["algorithm.lr=1.0e12"]).run_id()
+    small = load_run_config(None, ["algorithm.lr=1.0e-12"]).run_id()
+    assert big.startswith("fedadamw-lr1e12-digits-cnn-s0-")
+    assert small.startswith("fedadamw-lr1e-12-digits-cnn-s0-")
+    assert differing_label({"fl": {"x": 2.5e6}}, {"fl": {"x": 1.0}}, set()) == "-fl.x2.5e06"
