@@ -154,7 +154,7 @@ def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[L
     """Tune every (row, column) of the request's table (fedbench.runner.tune); returns the best
     values per cell and the line saying where tuned.yaml is and how to apply it."""
     from fedbench.runner.launcher import launch
-    from fedbench.runner.tune import parse_grid, parse_space, plan_to_tune, tune
+    from fedbench.runner.tune import parse_grid, parse_space, plan_to_tune, shown_values, tune
 
     check_tune(request)
     fields = [parse_space(s) for s in request.space] + [parse_grid(g) for g in request.grid]
@@ -180,9 +180,7 @@ def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[L
     )
     rows = []
     for method, col, values, score, done, pruned, failed in result.rows:
-        shown = ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
-        )
+        shown = shown_values(values)
         label = result.labels.get((method, col), col)
         rows.append([method, label, shown or "-", f"{score:.2f}", f"{done}/{pruned}/{failed}"])
     view = Listing(

@@ -21,7 +21,7 @@ import copy
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,11 +386,16 @@ def _tell(item: Trial, outcome: Any, out: Path) -> None:
         study.tell(number, state=state.FAIL)  # diverged or failed: no score
 
 
+def shown_values(values: Mapping[str, Any]) -> str:
+    """Tried or tuned values as `lr=0.003, beta1=0.9` (floats to 4 significant digits)."""
+    return ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
+    )
+
+
 def _describe(item: Trial) -> str:
     frozen = item.cell.study.get_trials(deepcopy=False)[item.trial.number]
-    values = ", ".join(
-        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in frozen.params.items()
-    )
+    values = shown_values(frozen.params)
     # The objective is measured on the validation split: say so, so it never reads as test accuracy.
     score = f" validation {OBJECTIVE} {frozen.value:.2f}" if frozen.value is not None else ""
     return (
