@@ -17,14 +17,13 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.adam import adam_step_, update_moments_
+from fedbench.algorithms.adam import adam_step_, decay_and_update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
     RoundInfo,
     State,
     Tensors,
-    add_coupled_decay_,
     mean_gradient,
     tensor_means,
     zeros_like,
@@ -86,8 +85,7 @@ class FedLADA(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         p = self.params
-        add_coupled_decay_(g, y, p.weight_decay)
-        update_moments_(local["m"], local["v"], g, p.beta1, p.beta2)
+        decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=False)  # Adam's L2
         torch._foreach_maximum_(local["v_hat"], local["v"])
         # No bias correction: corrections of 1.
         adam_step_(
