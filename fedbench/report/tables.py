@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
@@ -498,12 +498,9 @@ def tex_escape(text: str) -> str:
 
 
 def _tex_cell(cell: Cell | None) -> str:
-    text = tex_escape(cell.text) if cell else ""
-    if cell is not None and cell.best and text:
-        return rf"\textbf{{{text}}}"
-    if cell is not None and cell.tie:
-        return text + r"$^{\approx}$"
-    return text
+    """A LaTeX cell: the text escaped, then marked as in every other format (`_decorated`)."""
+    escaped = None if cell is None else replace(cell, text=tex_escape(cell.text))
+    return _decorated(escaped, (r"\textbf{", "}"), r"$^{\approx}$")
 
 
 def _tex_tabular(view: View, paper: bool) -> list[str]:

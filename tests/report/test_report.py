@@ -243,3 +243,13 @@ def test_three_seeds_with_every_row_equal_say_why_nothing_is_marked(tmp_path: Pa
     md = build_report(tmp_path / plan.name).files[2].read_text()
     assert "no column has a single best row to test against" in md
     assert "needs >= 3 seeds" not in md and "≈" not in md
+
+
+def test_latex_cells_are_escaped_then_marked_like_every_format() -> None:
+    from fedbench.report.tables import Cell, _tex_cell
+
+    assert _tex_cell(Cell("73.8 ± 5%", best=True)) == r"\textbf{73.8 $\pm$ 5\%}"
+    assert _tex_cell(Cell("70.1_a", tie=True)) == r"70.1\_a$^{\approx}$"
+    assert _tex_cell(Cell("69.0", best=True, tie=True)) == r"\textbf{69.0}"
+    assert _tex_cell(Cell("68.0", tie=False)) == "68.0"
+    assert _tex_cell(None) == ""
