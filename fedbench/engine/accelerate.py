@@ -32,6 +32,28 @@ def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if precision == "bf16" else None
 
 
+def _float_inputs(module: nn.Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return tuple(a.float() if a.is_floating_point() else a for a in args)
+
+
+def batchnorm_in_float32(model: nn.Module) -> int:
+    """Feed every BatchNorm layer of `model` float32 inputs (a forward pre-hook); returns how
+    many layers it hooked.
+
+    Under bf16 autocast a convolution's output is bfloat16 while BatchNorm's weights and
+    running statistics stay float32. Eager BatchNorm takes that mix, but its torch.func batching
+    rule (the vectorised engine's vmap over clients) does not ("expected scalar type BFloat16
+    but found Float" forward, "Expected grad_output to have type BFloat16" backward). BatchNorm
+    computes its statistics in float32 either way, so casting its input changes no value beyond
+    the rounding of its own output; the next layer casts back under autocast."""
+    hooked = 0
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm):
+            module.register_forward_pre_hook(_float_inputs)
+            hooked += 1
+    return hooked
+
+
 def has_conv(model: nn.Module) -> bool:
     return any(isinstance(m, nn.Conv2d) for m in model.modules())
 

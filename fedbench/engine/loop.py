@@ -327,6 +327,8 @@ class Engine:
                 done = r + 1
                 evaluated = done % cfg.eval.every == 0 or done == rounds
                 self._round(r, lr, diagnostics=evaluated and cfg.eval.diagnostics)
+                if r == start:
+                    self._note_clipping()
                 elapsed = self.elapsed_before + time.perf_counter() - t0
                 row = None
                 if evaluated:
@@ -356,6 +358,13 @@ class Engine:
         wall = self.elapsed_before + time.perf_counter() - t0
         return self._summary(status, error, diverged_round, wall)
 
+    def _note_clipping(self) -> None:
+        """Say once (after the first round, where the method is checked) when a sample-DP run
+        falls back from ghost clipping to vmap (fedbench.privacy.mechanism)."""
+        private = self.private
+        if private is not None and private.fallback is not None and self.console is not None:
+            self.console.print(f"note: {private.fallback}", highlight=False, soft_wrap=True)
+
     def _summary(
         self, status: str, error: str | None, diverged_round: int | None, wall: float
     ) -> dict[str, Any]:
@@ -383,6 +392,7 @@ class Engine:
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
+            "dp_clipping": self.private.method if self.private is not None else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
             "data_source": s.data.source,

@@ -16,7 +16,8 @@ together, as one batched computation over a leading client dimension.
   seeded by (seed, round, client), and augmentation consumes that same generator, so both engines
   agree to float rounding (fp32, dropout-free models). Gradient clipping is per client.
 
-BatchNorm: each client's buffers (running statistics, step counter) are stacked like its
+BatchNorm: under bf16 autocast its inputs are cast to float32 (its batching rule takes one
+dtype; `accelerate.batchnorm_in_float32`). Each client's buffers (running statistics, step counter) are stacked like its
 parameters and updated in place by its own forward passes (batch statistics per client); at the
 end of the round they are averaged as the sequential engine averages them. Clients whose batch
 sizes differ train in separate groups then (padding would enter the batch statistics).
@@ -37,6 +38,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedbench.algorithms.base import RoundInfo
 from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.engine.accelerate import batchnorm_in_float32
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
@@ -74,6 +76,8 @@ class VectorizedEngine(Engine):
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         super().__init__(setup, folder, console)
         model = setup.model
+        if self.autocast is not None:
+            batchnorm_in_float32(model)  # vmap's BatchNorm rule needs one dtype
         self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         # Buffers in the state_dict (BatchNorm statistics) are stacked per client like the
         # parameters and updated in place by each client's forward; the rest are constants.

@@ -7,15 +7,19 @@ dropout 0.1 on query and value) are the defaults of `model.lora`; `model.lora: n
 every weight. The classifier head stays trainable and is aggregated like every other trainable
 parameter.
 
-`roberta_base` needs pretrained weights (`model.pretrained: true`): `model.weights` is a local
+`roberta_base` with `model.pretrained: true` loads pretrained weights: `model.weights` is a local
 folder saved with `save_pretrained` (config.json + model.safetensors), else the Hugging Face
-cache entry FacebookAI/roberta-base is used (offline: local files only). `roberta_micro` is a
+cache entry FacebookAI/roberta-base is used (offline: local files only). Without
+`model.pretrained` it is the same architecture (roberta-base's configuration: 12 layers, width
+768, vocabulary 50265) with random weights, as swin_base and vit_base are without theirs: for
+`--smoke` checks and benchmarks of the paper's shapes on a machine without the weights. `roberta_micro` is a
 tiny random RoBERTa (vocabulary 1000) for tests and the `quick` preset.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import Tensor, nn
 
@@ -23,6 +27,9 @@ from fedbench.config import ModelConfig
 from fedbench.errors import FedbenchError
 from fedbench.models.base import MODELS, PRETRAINED
 from fedbench.models.lora import apply_lora
+
+if TYPE_CHECKING:
+    from transformers import RobertaConfig
 
 HF_ROBERTA = "FacebookAI/roberta-base"
 TEXT_LORA_TARGETS = ["query", "value"]
@@ -85,15 +92,37 @@ def _pretrained_roberta(cfg: ModelConfig, num_classes: int) -> nn.Module:
 PRETRAINED.add("roberta_base")
 
 
+def roberta_base_config(num_classes: int) -> RobertaConfig:
+    """FacebookAI/roberta-base's configuration (its config.json), for random initialisation."""
+    from transformers import RobertaConfig
+
+    return RobertaConfig(
+        vocab_size=50265,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        max_position_embeddings=514,
+        type_vocab_size=1,
+        layer_norm_eps=1e-5,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        num_labels=num_classes,
+    )
+
+
 @MODELS.register("roberta_base")
 def roberta_base(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-    """RoBERTa-Base (HF FacebookAI/roberta-base) + LoRA on query/value; pretrained weights required."""
+    """RoBERTa-Base (HF FacebookAI/roberta-base) + LoRA on query/value; pretrained weights with
+    model.pretrained, else random weights of the same architecture."""
+    from transformers import RobertaForSequenceClassification
+
     _check_text("roberta_base", input_shape)
-    if not cfg.pretrained:
-        raise FedbenchError(
-            "model roberta_base is fine-tuned from pretrained weights; set model.pretrained=true"
-        )
-    model = _pretrained_roberta(cfg, num_classes)
+    if cfg.pretrained:
+        model = _pretrained_roberta(cfg, num_classes)
+    else:
+        model = RobertaForSequenceClassification(roberta_base_config(num_classes))
     if input_shape[0] > model.config.max_position_embeddings - 2:
         raise FedbenchError(f"roberta_base takes at most 512 tokens, got {input_shape[0]}")
     return TextClassifier(_lora(cfg, model), pad_id=model.config.pad_token_id)

@@ -10,8 +10,9 @@ it). The noise comes from a generator seeded by (seed, round, client), so a reru
 run draws the same noise.
 
 sum_j clip(g_j) is computed one of two ways, both exact:
-- `ghost` (used whenever Opacus has a per-layer rule for every layer with trainable weights:
-  Linear, Conv, GroupNorm, LayerNorm, Embedding, ...): Opacus' fast gradient clipping (ghost
+- `ghost` (used where Opacus has a per-layer rule for every layer with trainable weights:
+  Linear, Conv, GroupNorm, LayerNorm, Embedding, ... and the rules are exact for the model, see
+  below): Opacus' fast gradient clipping (ghost
   clipping, Li et al. 2022; Bu et al. 2023) gets the per-sample norms ||g_j|| from each layer's
   activations and output gradients during one backward pass, without materialising the B
   per-sample gradients of the whole model (Linear layers never materialise theirs, Conv2d
@@ -20,6 +21,15 @@ sum_j clip(g_j) is computed one of two ways, both exact:
   sum directly. Cost: one forward and two backward passes, plus the norms.
 - `vmap` (any other model): per-sample gradients with torch.func vmap(grad), in chunks so that
   at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and summing per chunk.
+
+Ghost norms assume that each layer sees the batch as its first dimension, one row per sample.
+Layers that reshape the batch break that: Swin's window attention runs its Linear layers on
+(B x windows) rows, a sequence-first layer on (L, B, ...). So `auto` checks ghost clipping once,
+at the first batch, before using it: every per-sample norm must have one entry per sample, and
+the ghost norms of the first few samples must equal their vmap norms (eval mode, float32, so
+dropout and autocast do not enter the comparison). A model that fails either check is trained
+with vmap (`PrivateGradient.fallback` says why); `method="ghost"` asked for explicitly fails
+with that reason instead.
 """
 
 from __future__ import annotations
@@ -37,6 +47,10 @@ from fedbench.errors import FedbenchError
 
 #: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
 PER_SAMPLE_BYTES = 256 * 2**20
+#: Samples of the first batch whose ghost norms are compared with their vmap norms.
+VERIFY_SAMPLES = 3
+#: Relative tolerance of that comparison (float32 reductions in different orders).
+VERIFY_RTOL = 1e-3
 #: Offset mixed into the client key so that noise and batch draws are independent streams.
 NOISE_STREAM = 0x5DEECE66D
 
@@ -82,7 +96,8 @@ def ghost_supported(model: nn.Module) -> bool:
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
-    `method` auto = ghost clipping where `ghost_supported`, else vmap.
+    `method` auto = ghost clipping where `ghost_supported` and exact for the model (checked at
+    the first batch, see the module docstring), else vmap.
     """
 
     def __init__(
@@ -108,8 +123,14 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
+        #: Ghost clipping still to be checked at the first batch (auto, or asked for).
+        self._unverified = method != "vmap"
+        self._strict = method == "ghost"
+        #: Why ghost clipping was not used for a model with ghost rules (None otherwise).
+        self.fallback: str | None = None
         if method == "auto":
             method = "ghost" if ghost_supported(model) else "vmap"
+            self._unverified = method == "ghost"
         self.method = method
         self._ghost = None
         if method == "ghost":
@@ -173,16 +194,74 @@ class PrivateGradient:
 
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """sum_j clip(g_j), never a Python loop over samples."""
+        if self._unverified and x.shape[0] > 0:
+            self._verify_ghost(x, y)
         if self._ghost is not None:
             return self._ghost_clipped_sum(x, y)
         return self._vmap_clipped_sum(x, y)
 
-    def _ghost_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
-        """Two backward passes: per-sample norms from Opacus' hooks, then the reweighted loss."""
+    def ghost_mismatch(self, x: Tensor, y: Tensor) -> str | None:
+        """Why ghost clipping is not exact for this model on (the first samples of) this batch,
+        or None when it is: per-sample norms of another length than the batch (a layer that
+        reshapes it), or ghost norms that differ from the vmap norms of the same samples."""
         assert self._ghost is not None
-        cast = (
+        b = min(VERIFY_SAMPLES, x.shape[0])
+        xs, ys = x[:b], y[:b]
+        # No dropout, so that both methods see the same function: the modules without trainable
+        # parameters of their own (dropout, drop-path, attention) go to eval mode; the layers
+        # with parameters stay in train mode, where Opacus' hooks record their activations.
+        stateless = [
+            m
+            for m in self.model.modules()
+            if m.training and next(m.parameters(recurse=False), None) is None
+        ]
+        autocast = self.autocast
+        for m in stateless:
+            m.training = False
+        self.autocast = None  # and the same precision
+        try:
+            per_layer = self._ghost_norms(xs, ys, cast=False)[1]
+            for name, norms in zip(self.names, per_layer, strict=True):
+                if norms.shape != (b,):
+                    return (
+                        f"layer {name.rsplit('.', 1)[0]} sees {norms.shape[0]} rows for a batch of "
+                        f"{b} (it reshapes the batch)"
+                    )
+            ghost = torch.stack(per_layer).norm(2, dim=0)
+            flat = [g.flatten(1) for g in self.per_sample_grads(xs, ys)]
+            exact = torch.linalg.vector_norm(torch.cat(flat, dim=1), dim=1).to(ghost.dtype)
+        finally:
+            for m in stateless:
+                m.training = True
+            self.autocast = autocast
+        if not torch.allclose(ghost, exact, rtol=VERIFY_RTOL, atol=1e-6 * float(exact.max())):
+            return (
+                f"its per-sample norms differ from vmap's ({ghost.tolist()} vs "
+                f"{exact.tolist()} on the first samples)"
+            )
+        return None
+
+    def _verify_ghost(self, x: Tensor, y: Tensor) -> None:
+        """Keep ghost clipping only where `ghost_mismatch` finds it exact (module docstring)."""
+        self._unverified = False
+        why = self.ghost_mismatch(x, y)
+        if why is None:
+            return
+        if self._strict:
+            raise FedbenchError(f"ghost clipping is not exact for this model: {why}; use vmap")
+        assert self._ghost is not None
+        self._ghost.remove_hooks()
+        self._ghost = None
+        self.method = "vmap"
+        self.fallback = f"ghost clipping is not exact for this model ({why}); using vmap"
+
+    def _ghost_norms(self, x: Tensor, y: Tensor, cast: bool = True) -> tuple[Tensor, list[Tensor]]:
+        """The per-sample losses (graph kept) and each parameter's per-sample gradient norms
+        from Opacus' hooks, by one backward pass whose parameter gradients are dropped."""
+        assert self._ghost is not None
+        context = (
             torch.autocast(x.device.type, dtype=self.autocast)
-            if self.autocast is not None
+            if cast and self.autocast is not None
             else contextlib.nullcontext()
         )
         # The hooks stay attached (re-attaching them costs as much as a small model's step)
@@ -191,16 +270,20 @@ class PrivateGradient:
             warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
             self._ghost.enable_hooks()
             try:
-                with cast:
+                with context:
                     out = self._ghost(x)
                 losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
-                # The first pass is for the hooks (norms); its parameter gradients are dropped.
                 torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
-                norms = torch.stack([p._norm_sample for p in self.params]).norm(2, dim=0)
+                return losses, [p._norm_sample for p in self.params]
             finally:
                 self._ghost.disable_hooks()
-            factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
-            return list(torch.autograd.grad((losses * factors).sum(), self.params))
+
+    def _ghost_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """Two backward passes: per-sample norms from Opacus' hooks, then the reweighted loss."""
+        losses, per_layer = self._ghost_norms(x, y)
+        norms = torch.stack(per_layer).norm(2, dim=0)
+        factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
+        return list(torch.autograd.grad((losses * factors).sum(), self.params))
 
     def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Chunked over the batch: per-sample gradients of a chunk, clipped and summed."""

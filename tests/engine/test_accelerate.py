@@ -41,7 +41,8 @@ def test_precision_gives_the_autocast_dtype() -> None:
 def test_tf32_on_the_cpu_trains_exactly_like_fp32(tmp_path: Path) -> None:
     found = []
     for precision in ("fp32", "tf32"):
-        cfg = load_run_config(None, [*TINY, f"runtime.precision={precision}"])
+        # Pinned to the CPU: on a machine with CUDA, auto would pick the GPU, where TF32 differs.
+        cfg = load_run_config(None, [*TINY, f"runtime.precision={precision}", "runtime.device=cpu"])
         engine = Engine(prepare_run(cfg), RunFolder(tmp_path / precision), None)
         engine._round(0, 0.01)
         found.append(engine.x)

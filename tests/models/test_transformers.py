@@ -180,3 +180,23 @@ def test_quick_table3_round_trip_trains_only_lora_and_head(run_cli, tmp_path):
     assert any("lora_B" in k for k in changed) and any("classifier" in k for k in changed)
     trainable = sum(v.numel() for k, v in initial.items() if "lora_" in k or "classifier" in k)
     assert summary["d"] == trainable
+
+
+def test_roberta_base_without_pretrained_is_the_real_architecture_with_random_weights() -> None:
+    """--smoke and benchmarks/dp_ratio.py --paper build it on machines without the weights."""
+    import torch
+
+    from fedbench.config import ModelConfig
+    from fedbench.models import build_model
+
+    torch.manual_seed(0)
+    lora = {"r": 16, "alpha": 32, "dropout": 0.0}
+    model = build_model(ModelConfig(name="roberta_base", lora=lora), (128,), 2)
+    config = model.model.config
+    assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (12, 768, 50265)
+    assert config.max_position_embeddings == 514 and config.pad_token_id == 1
+    total = sum(p.numel() for p in model.parameters())
+    assert 124_000_000 < total < 126_000_000  # roberta-base's 124.6M + the new head
+    ids = torch.randint(3, 50265, (2, 128))
+    ids[:, 100:] = 1  # padding
+    assert model(ids).shape == (2, 2)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.errors import FedbenchError
 from fedbench.privacy.conv_norms import use_ghost_norm
 from fedbench.privacy.mechanism import PrivateGradient, ghost_supported
 
@@ -123,3 +124,79 @@ def test_conv_norm_rule_takes_the_cheaper_form() -> None:
     # Bu et al.: Gram matrices 2 L^2 against the gradient's out * in*k*k entries.
     assert not use_ghost_norm(positions=16, out_channels=3, unfolded=18)  # 512 > 54
     assert use_ghost_norm(positions=4, out_channels=8, unfolded=27)  # 32 <= 216
+
+
+class SequenceFirst(nn.Module):
+    """A layer applied sequence-first, (L, B, F): with L == B its ghost norms have the batch's
+    length but sum over the wrong dimension, so only the numerical check can catch it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, L, F)
+        return self.head(torch.tanh(self.mix(x.transpose(0, 1))).transpose(0, 1).mean(1))
+
+
+def _vmap_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float) -> list:
+    params = [p for p in model.parameters() if p.requires_grad]
+    mech = PrivateGradient(
+        model, params, noise_multiplier=0.0, clip=clip, batch_size=x.shape[0], method="vmap"
+    )
+    return mech.clipped_sum(x, y)
+
+
+def test_a_layer_that_reshapes_the_batch_falls_back_to_vmap_exactly() -> None:
+    """Swin's window attention runs its Linear layers on B x windows rows: ghost clipping's
+    per-sample norms would have B x windows entries (the crash of DP tables 3, 10, 11)."""
+    from fedbench.config import ModelConfig
+    from fedbench.models import build_model
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(name="swin_micro", lora={"r": 2, "alpha": 4, "dropout": 0.0})
+    model = build_model(cfg, (3, 32, 32), 4).double().train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    assert ghost_supported(model)  # Opacus has a rule for every layer: not enough
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 32, 32, generator=gen, dtype=torch.float64)
+    y = torch.randint(0, 4, (4,), generator=gen)
+    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.05, batch_size=4)
+    assert mech.method == "ghost"  # chosen, not yet checked
+    torch.manual_seed(1)  # the same drop-path draws in both sums
+    got = mech.clipped_sum(x, y)
+    assert mech.method == "vmap"
+    assert mech.fallback is not None and "reshapes the batch" in mech.fallback
+    assert "attn" in mech.fallback  # names the layer
+    torch.manual_seed(1)
+    for a, b in zip(got, _vmap_sum(model, x, y, 0.05), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    with pytest.raises(FedbenchError, match="ghost clipping is not exact for this model"):
+        PrivateGradient(
+            model, params, noise_multiplier=0.0, clip=0.05, batch_size=4, method="ghost"
+        ).clipped_sum(x, y)
+
+
+def test_norms_of_the_right_length_but_wrong_values_fall_back_to_vmap() -> None:
+    torch.manual_seed(0)
+    model = SequenceFirst().double()
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 3, 4, generator=gen, dtype=torch.float64)  # B = L = 3
+    y = torch.randint(0, 3, (3,), generator=gen)
+    params = list(model.parameters())
+    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.1, batch_size=3)
+    got = mech.clipped_sum(x, y)
+    assert mech.method == "vmap" and "differ from vmap's" in (mech.fallback or "")
+    for a, b in zip(got, _vmap_sum(model, x, y, 0.1), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_an_exact_model_keeps_ghost_clipping_after_the_check() -> None:
+    torch.manual_seed(0)
+    model = conv_model().double()
+    x, y = _batch("conv")
+    mech = PrivateGradient(
+        model, list(model.parameters()), noise_multiplier=1.0, clip=CLIP["conv"], batch_size=10
+    )
+    mech.clipped_sum(x, y)
+    assert mech.method == "ghost" and mech.fallback is None and not mech._unverified
