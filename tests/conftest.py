@@ -106,3 +106,15 @@ def tiny_table_path(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(tiny_table_data(), sort_keys=False))
     return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `cuda` need a CUDA device: skipped without one (`make gpu-check` runs them)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device (make gpu-check runs it on a GPU)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)

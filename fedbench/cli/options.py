@@ -29,6 +29,15 @@ MethodsOption = Annotated[
 DryRunOption = Annotated[
     bool, typer.Option("--dry-run", help="Print the run plan and its cost; run nothing.")
 ]
+SmokeOption = Annotated[
+    bool,
+    typer.Option(
+        "--smoke",
+        help="Train every (row, column) at its paper settings for one short round (2 clients x "
+        "2 local steps) on generated data of the real shape, on this machine's device; one line "
+        "per cell, exit 1 if any fails. Writes nothing to --out.",
+    ),
+]
 EstimateOption = Annotated[
     bool,
     typer.Option(

@@ -18,6 +18,7 @@ from fedbench.cli.options import (
     RayAddressOption,
     SeedsOption,
     SetOption,
+    SmokeOption,
     TunedOption,
     WorkersOption,
     WritePlanOption,
@@ -27,6 +28,7 @@ from fedbench.cli.options import (
     rounds_option,
     workers_option,
 )
+from fedbench.errors import FedbenchError
 
 
 def train(
@@ -86,8 +88,9 @@ def sweep_command(
         launcher: LauncherOption = "local",
         ray_address: RayAddressOption = None,
         tuned: TunedOption = None,
+        smoke: SmokeOption = False,
     ) -> None:
-        from fedbench.runner.orchestrate import SweepRequest, sweep
+        from fedbench.runner.orchestrate import SweepRequest, smoke_sweep, sweep
 
         request = SweepRequest(
             name=name,
@@ -105,6 +108,10 @@ def sweep_command(
             ray_address=ray_address,
             tuned_file=tuned,
         )
+        if smoke:
+            if smoke_sweep(request, say).exit_code:
+                raise typer.Exit(1)
+            return
         result = sweep(request, console=console, err_console=err_console, resume=resume_command())
         if result is None:  # a dry run: the plan is printed
             return
@@ -208,10 +215,20 @@ def figure(
     out: Annotated[Path, out_option("Output folder (runs/ and figures/ in it).")] = Path("results"),
     set_: SetOption = None,
     workers: Annotated[int | None, workers_option("Concurrent runs.", min=1)] = None,
+    smoke: SmokeOption = False,
 ) -> None:
     """Run a figure's experiment (its runs resume like a table's), draw it (PNG, PDF, CSV) and
     check the claim the paper makes with it."""
     from fedbench.figures.make import make_figure
+
+    if smoke:
+        from fedbench.runner.smoke import smoke_figure
+
+        if preset is not None or set_:
+            raise FedbenchError("--smoke checks the paper settings; drop --preset and --set")
+        if smoke_figure(name, say).exit_code:
+            raise typer.Exit(1)
+        return
 
     made = make_figure(name, preset=preset, out=out, overrides=set_, workers=workers)
     show([claim.line() for claim in made.claims])

@@ -1,6 +1,7 @@
 """Image datasets through torchvision's files: Fashion-MNIST, CIFAR-10, CIFAR-100.
 
-Images are decoded once into normalised float tensors; CIFAR trains with random crop 32 (pad 4)
+Images are decoded once into normalised float tensors (CIFAR's pickled batches through an
+unpickler that builds numpy arrays and nothing else); CIFAR trains with random crop 32 (pad 4)
 and horizontal flip on tensors. Fashion-MNIST is also found where Debian's
 `dataset-fashion-mnist` package installs it. A dataset that is absent and cannot be downloaded
 is a one-line error naming the paths searched and how to provide the files.
@@ -9,6 +10,7 @@ is a one-line error naming the paths searched and how to provide the files.
 from __future__ import annotations
 
 import gzip
+import pickle
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -122,17 +124,77 @@ def fmnist(cfg: DataConfig) -> Dataset:
     )
 
 
-def _cifar(cfg: DataConfig, name: str) -> Dataset:
-    from torchvision.datasets import CIFAR10, CIFAR100
+#: The files of torchvision's "python version" of CIFAR: (folder, train files, test file, label key).
+CIFAR_FILES = {
+    "cifar10": (
+        "cifar-10-batches-py",
+        [f"data_batch_{i}" for i in range(1, 6)],
+        "test_batch",
+        "labels",
+        10,
+    ),
+    "cifar100": ("cifar-100-python", ["train"], "test", "fine_labels", 100),
+}
+#: What a CIFAR batch file may construct when unpickled: numpy arrays and Python 2 strings. A
+#: file asking for anything else is refused (the files come from a download, so they are not
+#: trusted to run code).
+_CIFAR_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("_codecs", "encode"),
+}
 
-    cls, folder_name, classes = (
-        (CIFAR10, "cifar-10-batches-py", 10)
-        if name == "cifar10"
-        else (CIFAR100, "cifar-100-python", 100)
-    )
+
+class _CifarUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> object:
+        if (module, name) not in _CIFAR_GLOBALS:
+            raise pickle.UnpicklingError(f"unexpected object {module}.{name}")
+        return super().find_class(module, name)
+
+
+def read_cifar_batch(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR batch file: uint8 images (N, 32, 32, 3) and int64 labels."""
+    with open(path, "rb") as fh:
+        entry = _CifarUnpickler(fh, encoding="latin1").load()
+    if not isinstance(entry, dict) or "data" not in entry or label_key not in entry:
+        raise ValueError(f"{path.name} holds no 'data' and '{label_key}'")
+    data = np.asarray(entry["data"], dtype=np.uint8)
+    labels = np.asarray(entry[label_key], dtype=np.int64)
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(labels) != len(data):
+        raise ValueError(f"{path.name}: {data.shape} images for {len(labels)} labels")
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), labels
+
+
+def write_cifar(
+    root: Path, name: str, train: tuple[np.ndarray, np.ndarray], test: tuple[np.ndarray, np.ndarray]
+) -> Path:
+    """root/<folder> in torchvision's python-version layout from uint8 (N, 32, 32, 3) images and
+    labels (generated data for `--smoke` and tests); the training set is split over the files."""
+    folder_name, train_files, test_file, label_key, _ = CIFAR_FILES[name]
+    folder = Path(root) / folder_name
+    folder.mkdir(parents=True, exist_ok=True)
+    parts = np.array_split(np.arange(len(train[0])), len(train_files))
+    for file, part in [*zip(train_files, parts, strict=True), (test_file, None)]:
+        images, labels = (train[0][part], train[1][part]) if part is not None else test
+        entry = {
+            "data": images.transpose(0, 3, 1, 2).reshape(len(images), -1),
+            label_key: [int(v) for v in labels],
+        }
+        with open(folder / file, "wb") as fh:
+            pickle.dump(entry, fh, protocol=2)
+    return folder
+
+
+def _cifar(cfg: DataConfig, name: str) -> Dataset:
+    folder_name, train_files, test_file, label_key, classes = CIFAR_FILES[name]
     root = data_root(cfg)
     folder = root / folder_name
     if not folder.is_dir() and cfg.download:
+        from torchvision.datasets import CIFAR10, CIFAR100
+
+        cls = CIFAR10 if name == "cifar10" else CIFAR100
         _download(lambda: cls(str(root), train=True, download=True))
     if not folder.is_dir():
         raise _missing(
@@ -143,18 +205,28 @@ def _cifar(cfg: DataConfig, name: str) -> Dataset:
             cfg.download,
         )
     try:
-        train, test = cls(str(root), train=True), cls(str(root), train=False)
-    except RuntimeError as exc:
+        parts = [read_cifar_batch(folder / f, label_key) for f in train_files]
+        x_test, y_test = read_cifar_batch(folder / test_file, label_key)
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
         raise FedbenchError(
             f"dataset {name} in {folder} is incomplete or corrupted ({exc}); extract it again"
         ) from None
+    x_train = np.concatenate([p[0] for p in parts])
+    y_train = np.concatenate([p[1] for p in parts])
+    if (
+        min(y_train.min(initial=0), y_test.min(initial=0)) < 0
+        or max(y_train.max(initial=0), y_test.max(initial=0)) >= classes
+    ):
+        raise FedbenchError(
+            f"dataset {name} in {folder} has labels outside 0..{classes - 1}; extract it again"
+        )
     augment = random_crop_flip(4, _pad_value(name)) if cfg.augment else None
     return Dataset(
         name=name,
-        x_train=_normalise(np.asarray(train.data), name),
-        y_train=torch.tensor(train.targets, dtype=torch.int64),
-        x_test=_normalise(np.asarray(test.data), name),
-        y_test=torch.tensor(test.targets, dtype=torch.int64),
+        x_train=_normalise(x_train, name),
+        y_train=torch.from_numpy(y_train),
+        x_test=_normalise(x_test, name),
+        y_test=torch.from_numpy(y_test),
         num_classes=classes,
         augment=augment,
     )

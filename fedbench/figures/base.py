@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure as MplFigure
 
     from fedbench.config import RunConfig
+    from fedbench.runner.smoke.check import FigureSmoker
 
 
 class FigureSettings(Strict):
@@ -92,6 +93,8 @@ class FigureContext:
     out: Path
     folder: Path
     workers: int | None = None
+    #: `fedbench figure NAME --smoke`: every run trains in its smoke form (FigureSmoker).
+    smoke: FigureSmoker | None = None
 
     def train(
         self, configs: list[RunConfig], *, allow_diverged: bool = False, save_model: bool = False
@@ -106,6 +109,9 @@ class FigureContext:
         from fedbench.errors import FedbenchError
         from fedbench.runner.launcher import run_one
 
+        if self.smoke is not None:
+            smoked = self.smoke.train(configs, self.out, save_model=save_model)
+            return [RunFolder.for_config(self.out, cfg).path for cfg in smoked]
         folders = []
         for cfg in configs:
             outcome = run_one(cfg.to_dict(), str(self.out), save_model=save_model)
@@ -159,6 +165,11 @@ class FigureContext:
                     + "; ".join(columns)
                 )
             plan = replace(plan, runs=runs)
+        if self.smoke is not None:  # the smoke runs first, then the sweep only reads them back
+            smoked = self.smoke.train([r.cfg for r in plan.runs], self.out)
+            plan = replace(
+                plan, runs=[replace(r, cfg=c) for r, c in zip(plan.runs, smoked, strict=True)]
+            )
         result = run_sweep(plan, self.out, workers=self.workers, console=Console(stderr=True))
         if result.problems:
             what, outcome = result.problems[0]

@@ -7,12 +7,15 @@ import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from fedbench.errors import FedbenchError
 from fedbench.figures.base import Claim, Figure, FigureContext, FigureSettings
+
+if TYPE_CHECKING:
+    from fedbench.runner.smoke.check import FigureSmoker
 
 
 @dataclass
@@ -64,8 +67,10 @@ def make_figure(
     out: Path = Path("results"),
     overrides: list[str] | None = None,
     workers: int | None = None,
+    smoke: FigureSmoker | None = None,
 ) -> FigureOutput:
-    """Run figure NAME's experiment (resuming its runs under OUT/runs) and write its files."""
+    """Run figure NAME's experiment (resuming its runs under OUT/runs) and write its files.
+    With `smoke` (fedbench.runner.smoke), every run trains in its smoke form."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -78,7 +83,8 @@ def make_figure(
     folder = figure_folder(out, name, preset)
     folder.mkdir(parents=True, exist_ok=True)
     figure = figure_cls()
-    data = figure.compute(settings, FigureContext(out=out, folder=folder, workers=workers))
+    context = FigureContext(out=out, folder=folder, workers=workers, smoke=smoke)
+    data = figure.compute(settings, context)
     claims = figure.claims(data, settings)
     drawn = figure.draw(data, settings)
     files = [folder / f"{name}.png", folder / f"{name}.pdf", folder / f"{name}.csv"]

@@ -84,7 +84,7 @@ def test_speed_settings_do_not_change_the_run_id() -> None:
     assert load_run_config(None, ["runtime.precision=tf32"]).run_id() != base
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.cuda
 def test_graphed_forward_gives_the_eager_gradient() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(64, 5))

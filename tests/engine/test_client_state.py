@@ -68,7 +68,7 @@ def test_scaffold_keeps_one_state_per_participating_client(tmp_path: Path) -> No
         assert any(bool(t.abs().sum() > 0) for t in state["c"])  # c_i was updated
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize(("store", "expected"), [("auto", "cpu"), ("device", "cuda")])
 def test_scaffold_store_on_a_gpu_run(tmp_path: Path, store: str, expected: str) -> None:
     engine = _scaffold_engine(tmp_path, store, "cuda")

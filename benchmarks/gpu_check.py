@@ -1,0 +1,239 @@
+"""`make gpu-check`: everything that needs a GPU, in one go, within about 8 minutes, each part
+in its own process with its own time limit (one failure or time-out loses only that part).
+
+Parts (docs/performance.md, "make gpu-check"):
+  cuda-tests  the tests marked `cuda` (engine on the device, graphs, bf16 + BatchNorm, ghost)
+  smoke       the covering smoke cells of every table at paper settings (benchmarks/smoke_check.py)
+  agreement   a short real-data federation in every engine x precision x graphs combination, 3
+              seeds, against sequential fp32 (benchmarks/agreement.py)
+  bench       `fedbench bench --suite table1` at K 10: client steps/s, projected Table 1 hours
+  dp-ratio    benchmarks/dp_ratio.py --paper: private / non-private step per DP table model
+  profile     torch.profiler: top CUDA kernels and CPU ops per client step (benchmarks/profile_step.py)
+
+Writes benchmarks/results/gpu-check.json and gpu-check.md (and copies them, with each part's
+own JSON, into $OUT when set). Without CUDA every part reports "needs CUDA" and the check
+exits 0: that is its dry run. `--cpu` runs the parts on the CPU anyway (slow; for testing this
+script), `--only PART ...` runs some of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    command: list[str]
+    limit_s: int
+    output: str | None = None  # the part's own JSON (or folder of JSONs) under the results
+
+
+def parts(results: Path, fmnist: str | None) -> list[Part]:
+    data = ["--data-root", fmnist] if fmnist else []
+    return [
+        Part(
+            "cuda-tests",
+            [PY, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider", "tests/engine"],
+            80,
+        ),
+        Part(
+            "smoke",
+            [
+                PY,
+                "benchmarks/smoke_check.py",
+                "--scope",
+                "covering",
+                "--budget",
+                "125",
+                "--json",
+                str(results / "gpu-smoke.json"),
+            ],
+            150,
+            "gpu-smoke.json",
+        ),
+        Part(
+            "agreement",
+            [
+                PY,
+                "benchmarks/agreement.py",
+                "--rounds",
+                "4",
+                "--seeds",
+                "3",
+                "--models",
+                "resnet18-bn",
+                *data,
+                "--json",
+                str(results / "gpu-agreement.json"),
+            ],
+            100,
+            "gpu-agreement.json",
+        ),
+        Part(
+            "bench",
+            [
+                PY,
+                "-m",
+                "fedbench",
+                "bench",
+                "--suite",
+                "table1",
+                "--set",
+                "fl.local_steps=10",
+                "--rounds",
+                "2",
+                "--repeats",
+                "1",
+                "--out",
+                str(results / "gpu-bench"),
+            ],
+            85,
+            "gpu-bench",
+        ),
+        Part(
+            "dp-ratio",
+            [
+                PY,
+                "benchmarks/dp_ratio.py",
+                "--paper",
+                "--repeats",
+                "3",
+                "--out",
+                str(results / "gpu-dp"),
+            ],
+            50,
+            "gpu-dp",
+        ),
+        Part(
+            "profile",
+            [
+                PY,
+                "benchmarks/profile_step.py",
+                "--precision",
+                "bf16",
+                "--json",
+                str(results / "gpu-profile.json"),
+            ],
+            45,
+            "gpu-profile.json",
+        ),
+    ]
+
+
+def run_part(part: Part, env: dict[str, str]) -> dict:
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(
+            part.command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=part.limit_s
+        )
+        status = "ok" if done.returncode == 0 else f"failed (exit {done.returncode})"
+        output = done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        status = f"timed out after {part.limit_s} s"
+        output = (
+            (exc.stdout or b"").decode(errors="replace")
+            if isinstance(exc.stdout, bytes)
+            else (exc.stdout or "")
+        )
+    lines = [line for line in output.splitlines() if line.strip()]
+    return {
+        "part": part.name,
+        "status": status,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "limit_s": part.limit_s,
+        "tail": lines[-25:],
+    }
+
+
+def markdown(report: dict) -> str:
+    out = [
+        f"# make gpu-check: {report['device']}",
+        "",
+        f"torch {report['torch']}, {report['when']}, {report['seconds']} s in all.",
+        "",
+        "| part | status | seconds (limit) |",
+        "| --- | --- | --- |",
+    ]
+    for row in report["parts"]:
+        out.append(f"| {row['part']} | {row['status']} | {row['seconds']} ({row['limit_s']}) |")
+    for row in report["parts"]:
+        out += ["", f"## {row['part']}", "", "```", *row["tail"], "```"]
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu", action="store_true", help="run the parts without CUDA too")
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--fmnist", default=None, help="a folder with the Fashion-MNIST files")
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / "results")
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available()
+    device = torch.cuda.get_device_name(0) if cuda else "cpu (no CUDA)"
+    args.results.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+    }
+    report = {
+        "device": device,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "parts": [],
+    }
+    t0 = time.perf_counter()
+    out_dir = Path(os.environ["OUT"]) if os.environ.get("OUT") else None
+    for part in parts(args.results, args.fmnist):
+        if args.only and part.name not in args.only:
+            continue
+        if not cuda and not args.cpu:
+            row = {
+                "part": part.name,
+                "status": "needs CUDA",
+                "seconds": 0.0,
+                "limit_s": part.limit_s,
+                "tail": [],
+            }
+        else:
+            row = run_part(part, env)
+        report["parts"].append(row)
+        print(f"{row['part']}: {row['status']} ({row['seconds']} s)", flush=True)
+        report["seconds"] = round(time.perf_counter() - t0, 1)
+        # Written after every part: a check cut short still leaves what it finished.
+        (args.results / "gpu-check.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.results / "gpu-check.md").write_text(markdown(report))
+        if out_dir is not None:
+            for name in ("gpu-check.json", "gpu-check.md", part.output):
+                path = args.results / name if name else None
+                if path is not None and path.is_file():
+                    shutil.copy(path, out_dir / name)
+                elif path is not None and path.is_dir():
+                    for file in path.glob("*.json"):
+                        shutil.copy(file, out_dir / f"{name}-{file.name}")
+    bad = [r for r in report["parts"] if r["status"] not in ("ok", "needs CUDA")]
+    print(
+        f"gpu-check on {device}: {len(report['parts']) - len(bad)}/{len(report['parts'])} "
+        f"parts ok or skipped; {report.get('seconds', 0)} s",
+        flush=True,
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Run smoke cells (fedbench.runner.smoke.cells) and say, one line each, whether they trained.
+
+Each distinct smoke config trains once, in a temporary folder (nothing is written to --out, so
+no finished run can be mistaken for a real one); cells with the same smoke config share the
+result. A cell fails when its run raises, fails or diverges; the line gives the one-line error.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedbench.runner.smoke.cells import SmokeCell
+
+
+@dataclass(frozen=True)
+class SmokeOutcome:
+    """One cell's result: ok, with the seconds its run took, or the error."""
+
+    label: str
+    ok: bool
+    seconds: float
+    error: str | None = None
+    shared_with: str | None = None  # the cell whose identical run this one reused
+
+    def line(self) -> str:
+        status = "ok  " if self.ok else "FAIL"
+        again = f" (same run as {self.shared_with})" if self.shared_with else ""
+        detail = f": {self.error}" if self.error else ""
+        return f"{status} {self.seconds:7.1f} s  {self.label}{again}{detail}"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: a FedbenchError's message, else 'TypeName: first line'."""
+    from fedbench.errors import FedbenchError
+
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if isinstance(exc, FedbenchError):
+        return first
+    return f"{type(exc).__name__}: {first}"[:400]
+
+
+def train_cell(cell: SmokeCell, out: Path, save_model: bool = False) -> tuple[bool, str | None]:
+    """Train one smoke run into `out`; (True, None) when it completed."""
+    from fedbench.engine import train
+
+    try:
+        result = train(cell.cfg, out, console=None, save_model=save_model)
+    except Exception as exc:  # a smoke check reports every failure as its one line
+        return False, one_line(exc)
+    summary = result.summary
+    if summary.get("status") != "completed":
+        return False, f"{summary.get('status')}: {summary.get('error')}"
+    return True, None
+
+
+def run_cells(
+    cells: list[SmokeCell],
+    say: Callable[[str], None],
+    out: Path | None = None,
+    save_model: bool = False,
+) -> list[SmokeOutcome]:
+    """Train every distinct cell once (in `out`, default a temporary folder) and say one line
+    per cell as it finishes."""
+    outcomes: list[SmokeOutcome] = []
+    seen: dict[str, SmokeOutcome] = {}
+    with tempfile.TemporaryDirectory(prefix="fedbench-smoke-runs-") as tmp:
+        folder = out or Path(tmp)
+        for cell in cells:
+            key = cell.cfg.config_hash()
+            if key in seen:
+                first = seen[key]
+                outcome = SmokeOutcome(
+                    cell.label, first.ok, 0.0, first.error, shared_with=first.label
+                )
+            else:
+                t0 = time.perf_counter()
+                ok, error = train_cell(cell, folder, save_model)
+                outcome = SmokeOutcome(cell.label, ok, time.perf_counter() - t0, error)
+                seen[key] = outcome
+            outcomes.append(outcome)
+            say(outcome.line())
+    return outcomes
