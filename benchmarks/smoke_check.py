@@ -31,7 +31,26 @@ def main() -> int:
     args = parser.parse_args()
     t0 = time.perf_counter()
     deadline = None if args.budget is None else t0 + args.budget
-    rows, not_reached = [], 0
+    rows: list[dict] = []
+    figures: list[dict] = []
+    not_reached = 0
+
+    def save() -> None:  # after every cell: a check cut short keeps what it finished
+        if args.json:
+            args.json.write_text(
+                json.dumps(
+                    {
+                        "scope": args.scope,
+                        "rows": rows,
+                        "figures": figures,
+                        "not_reached": not_reached,
+                        "seconds": round(time.perf_counter() - t0, 1),
+                    },
+                    indent=2,
+                )
+                + "\n"
+            )
+
     with tempfile.TemporaryDirectory(prefix="fedbench-smoke-data-") as tmp:
         cells = all_table_cells(Path(tmp))
         chosen = covering(cells) if args.scope == "covering" else cells
@@ -49,7 +68,6 @@ def main() -> int:
                     "error": outcome.error,
                 }
             )
-    figures = []
     if args.figures:
         from fedbench.figures.registry import FIGURES
         from fedbench.runner.smoke import smoke_figure
@@ -67,7 +85,8 @@ def main() -> int:
                     "s": round(report.seconds, 2),
                 }
             )
-    failed = [r for r in rows if not r["ok"]] + [f for f in figures if f["ok"] is False]
+    failed = [r for r in rows if not r["ok"] and not r["refused"]]
+    failed += [f for f in figures if f["ok"] is False]
     summary = {
         "scope": args.scope,
         "cells": len(rows),

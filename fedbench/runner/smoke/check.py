@@ -28,7 +28,11 @@ class SmokeReport:
 
     @property
     def failed(self) -> list[SmokeOutcome]:
-        return [o for o in self.outcomes if not o.ok]
+        return [o for o in self.outcomes if not o.ok and not o.refused]
+
+    @property
+    def refused(self) -> list[SmokeOutcome]:
+        return [o for o in self.outcomes if o.refused]
 
     @property
     def exit_code(self) -> int:
@@ -36,9 +40,11 @@ class SmokeReport:
 
     def verdict(self) -> str:
         runs = sum(o.shared_with is None for o in self.outcomes)
+        ok = len(self.outcomes) - len(self.failed) - len(self.refused)
+        refused = f", {len(self.refused)} refused up front (n/a)" if self.refused else ""
         head = (
-            f"smoke {self.name}: {len(self.outcomes) - len(self.failed)}/{len(self.outcomes)} "
-            f"cells ok ({runs} distinct runs) in {self.seconds:.1f} s"
+            f"smoke {self.name}: {ok}/{len(self.outcomes)} cells ok{refused} ({runs} distinct "
+            f"runs) in {self.seconds:.1f} s"
         )
         if self.error:
             return f"{head}; FAIL after the runs: {self.error}"

@@ -25,9 +25,12 @@ class SmokeOutcome:
     seconds: float
     error: str | None = None
     shared_with: str | None = None  # the cell whose identical run this one reused
+    #: Refused up front with fedbench's own one-line error (as a sweep records "unsupported",
+    #: e.g. an algorithm that fedbench does not implement): not a failure of the check.
+    refused: bool = False
 
     def line(self) -> str:
-        status = "ok  " if self.ok else "FAIL"
+        status = "n/a " if self.refused else "ok  " if self.ok else "FAIL"
         again = f" (same run as {self.shared_with})" if self.shared_with else ""
         detail = f": {self.error}" if self.error else ""
         return f"{status} {self.seconds:7.1f} s  {self.label}{again}{detail}"
@@ -44,18 +47,26 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:400]
 
 
-def train_cell(cell: SmokeCell, out: Path, save_model: bool = False) -> tuple[bool, str | None]:
-    """Train one smoke run into `out`; (True, None) when it completed."""
+def train_cell(
+    cell: SmokeCell, out: Path, save_model: bool = False
+) -> tuple[bool, str | None, bool]:
+    """Train one smoke run into `out`: (completed, its one-line error, refused up front)."""
     from fedbench.engine import train
+    from fedbench.engine.run_folder import RunFolder
+    from fedbench.errors import FedbenchError
 
     try:
         result = train(cell.cfg, out, console=None, save_model=save_model)
+    except FedbenchError as exc:
+        # Refused before anything was written (no summary): what a sweep calls unsupported.
+        refused = RunFolder.for_config(out, cell.cfg).read_summary() is None
+        return False, one_line(exc), refused
     except Exception as exc:  # a smoke check reports every failure as its one line
-        return False, one_line(exc)
+        return False, one_line(exc), False
     summary = result.summary
     if summary.get("status") != "completed":
-        return False, f"{summary.get('status')}: {summary.get('error')}"
-    return True, None
+        return False, f"{summary.get('status')}: {summary.get('error')}", False
+    return True, None, False
 
 
 def run_cells(
@@ -75,12 +86,19 @@ def run_cells(
             if key in seen:
                 first = seen[key]
                 outcome = SmokeOutcome(
-                    cell.label, first.ok, 0.0, first.error, shared_with=first.label
+                    cell.label,
+                    first.ok,
+                    0.0,
+                    first.error,
+                    shared_with=first.label,
+                    refused=first.refused,
                 )
             else:
                 t0 = time.perf_counter()
-                ok, error = train_cell(cell, folder, save_model)
-                outcome = SmokeOutcome(cell.label, ok, time.perf_counter() - t0, error)
+                ok, error, refused = train_cell(cell, folder, save_model)
+                outcome = SmokeOutcome(
+                    cell.label, ok, time.perf_counter() - t0, error, refused=refused
+                )
                 seen[key] = outcome
             outcomes.append(outcome)
             say(outcome.line())
