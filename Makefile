@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint clean reproduce mutation
+.PHONY: install demo test lint clean reproduce mutation smoke gpu-check
 
 install: $(STAMP)
 
@@ -50,6 +50,20 @@ reproduce: install
 	for t in table2 table3 $(DP_TABLES) $(FEDADAMOM_TABLES); do $(BIN)/fedbench run $$t --out results || failed="$$failed $$t"; done; \
 	for f in $$($(BIN)/python -c "from fedbench.figures import FIGURES; print(*FIGURES)"); do $(BIN)/fedbench figure $$f --out results || failed="$$failed figure:$$f"; done; \
 	if [ -n "$$failed" ]; then echo "make reproduce: not finished cleanly:$$failed (fix the cause above, then rerun make reproduce: finished runs are skipped)"; exit 1; fi
+
+# Every table, ablation and figure at paper settings, one short round per cell on generated data
+# (docs/smoke.md): minutes on a GPU, hours on a 2-core CPU. Exit 1 names what failed.
+smoke: install
+	@failed=""; \
+	for t in $$($(BIN)/python -c "from fedbench.runner.table_config import list_tables; print(*list_tables('table'))"); do $(BIN)/fedbench run $$t --smoke || failed="$$failed $$t"; done; \
+	for a in $$($(BIN)/python -c "from fedbench.runner.table_config import list_tables; print(*list_tables('ablation'))"); do $(BIN)/fedbench ablate $$a --smoke || failed="$$failed ablate:$$a"; done; \
+	for f in $$($(BIN)/python -c "from fedbench.figures import FIGURES; print(*FIGURES)"); do $(BIN)/fedbench figure $$f --smoke || failed="$$failed figure:$$f"; done; \
+	if [ -n "$$failed" ]; then echo "make smoke: failed:$$failed"; exit 1; fi
+
+# Everything that needs a GPU, about 8 minutes (docs/performance.md, "make gpu-check"); without
+# CUDA every part says "needs CUDA" (a dry run).
+gpu-check: install
+	$(BIN)/python benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache mutants

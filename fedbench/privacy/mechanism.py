@@ -55,13 +55,19 @@ VERIFY_RTOL = 1e-3
 NOISE_STREAM = 0x5DEECE66D
 
 
-def check_no_batchnorm(model: nn.Module, model_name: str) -> None:
-    """Per-sample clipping is undefined with BatchNorm (a sample's gradient depends on the batch)."""
+def check_no_batchnorm(model: nn.Module, model_name: str, level: str = "sample") -> None:
+    """DP cannot train BatchNorm: at sample level a sample's gradient depends on the batch; at
+    client level the running statistics would be released without clipping or noise."""
+    why = (
+        "sample-level DP cannot train (per-sample gradients mix the batch)"
+        if level == "sample"
+        else "client-level DP cannot release (their running statistics would reach the server "
+        "without clipping or noise)"
+    )
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm):
             raise FedbenchError(
-                f"model {model_name} has BatchNorm layers, which sample-level DP cannot train "
-                "(per-sample gradients mix the batch); use model.norm gn"
+                f"model {model_name} has BatchNorm layers, which {why}; use model.norm gn"
             )
 
 

@@ -123,7 +123,7 @@ def plan_privacy(
                 "(e.g. --set privacy.noise_multiplier=1.0)"
             )
         return None
-    check_no_batchnorm(model, cfg.model.name)
+    check_no_batchnorm(model, cfg.model.name, cfg.privacy.level)
     return resolve_plan(cfg, algorithm_cls, client_sizes, schedule, sampled)
 
 
