@@ -1,9 +1,10 @@
 """The Typer app, its two consoles, drawing a listing, and the console entry point `main`."""
 
+import functools
 import shlex
 import sys
-from collections.abc import Sequence
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -76,6 +77,25 @@ def show(parts: Sequence[str | Listing] | str | Listing) -> None:
 def resume_command() -> str:
     """The command line as typed, to run again after a Ctrl-C (it resumes)."""
     return shlex.join(["fedbench", *sys.argv[1:]])
+
+
+def interruptible(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with a Ctrl-C anywhere in it ending as one line with the command that resumes
+    and exit code 130 (Typer alone exits 130 silently). The commands that train raise their own
+    Interrupted, which says how far they got; elsewhere every file is written atomically
+    (fedbench.files), so nothing is half-written and running the command again carries on."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "interrupted; finished work is kept and nothing is half-written; resume: "
+                f"{resume_command()}"
+            ) from None
+
+    return wrapped
 
 
 def main() -> None:
