@@ -52,7 +52,7 @@ def write_file(path: Path, content: Content) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        if exc.filename is None:  # a failed write(2) names no file: the one line should
+        if exc.filename in (None, str(tmp)):  # the one line names the file being written
             exc.filename = str(path)
         raise
     except BaseException:
@@ -117,3 +117,8 @@ def safe_name(label: str) -> str:
         return name
     digest = hashlib.sha256(label.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return f"{name[: MAX_NAME - 9].rstrip('.-') or 'unnamed'}-{digest}"
+
+
+def save_figure(fig: Any, path: Path, **kwargs: Any) -> None:
+    """A matplotlib figure written atomically, in the format `path`'s suffix names."""
+    write_file(path, lambda fh: fig.savefig(fh, format=path.suffix.lstrip(".").lower(), **kwargs))

@@ -100,7 +100,9 @@ class MetricsRow(_Schema):
         for key, value in (self.model_extra or {}).items():
             if isinstance(value, dict | list):
                 continue  # per-client lists and nested diagnostics are not reported numbers
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
                 raise ValueError(f"{key} is {value!r}, not a number")
         return self
 
@@ -218,3 +220,13 @@ def set_aside(path: Path, problem: BadFile, then: str) -> None:
     except OSError:
         return  # a read-only disk: the write that follows reports it
     log.warning("warning: %s: %s; moved it to %s and %s", path, problem.what, aside.name, then)
+
+
+def read_plan_file(path: Path) -> dict[str, Any]:
+    """A table folder's plan.json (PlanFile), as a dict; a bad one is a BadFile saying how to
+    write it again."""
+    fix = (
+        f"remove {path} and rerun the `fedbench run` (or `ablate`) command of this table to "
+        "write it again (finished runs are kept)"
+    )
+    return read_json_dict(path, PlanFile, fix=fix)

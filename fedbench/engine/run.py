@@ -12,14 +12,14 @@ from rich.console import Console
 
 from fedbench.config import RunConfig
 from fedbench.data.partition import write_partition
+from fedbench.engine.checkpoint import remove_checkpoint
 from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.loop import Engine
-from fedbench.engine.checkpoint import remove_checkpoint
 from fedbench.engine.run_folder import RunFolder
-from fedbench.errors import FedbenchError
-from fedbench.files import remove_stale_temporaries
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from fedbench.errors import FedbenchError
+from fedbench.files import remove_stale_temporaries
 
 
 @dataclass
