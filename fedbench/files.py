@@ -19,8 +19,11 @@ import hashlib
 import json
 import os
 import re
+import signal
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -36,8 +39,37 @@ def temporary_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
 
 
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """A Ctrl-C (SIGINT) that arrives inside the block is raised as KeyboardInterrupt when the
+    block ends, not in the middle of it: a file being written is finished (or its temporary
+    removed) first. torch.save, for one, turns an interrupt inside its writer into a RuntimeError
+    about the file position, which would read as a failed run. Only in the main thread, and only
+    over Python's own handler (a test's or a launcher's handler is left alone)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    pending: list[int] = []
+    signal.signal(signal.SIGINT, lambda number, _frame: pending.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pending:
+        raise KeyboardInterrupt
+
+
 def write_file(path: Path, content: Content) -> None:
-    """Write `content` to `path` atomically (see the module docstring)."""
+    """Write `content` to `path` atomically (see the module docstring); a Ctrl-C meanwhile is
+    raised once the write is complete (`interrupts_deferred`)."""
+    with interrupts_deferred():
+        _write(path, content)
+
+
+def _write(path: Path, content: Content) -> None:
     tmp = temporary_name(path)
     try:
         with open(tmp, "wb") as fh:

@@ -98,12 +98,23 @@ def interruptible(command: Callable[..., None]) -> Callable[..., None]:
     return wrapped
 
 
+def _printable_streams() -> None:
+    """Under a locale that cannot encode what fedbench prints (LC_ALL=C: ASCII), a character such
+    as `±` is printed as `?` instead of failing after the work is done (files are UTF-8 anyway:
+    fedbench.files)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding not in ("utf8", "utf16", "utf32") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2.
 
     Typer's own usage errors (unknown option, missing argument) also exit with code 2, and so
     does a full or read-only disk (one line, fedbench.os_errors).
     """
+    _printable_streams()
     try:
         app()
     except FedbenchError as exc:
