@@ -1216,21 +1216,21 @@ def case_read_back(ctx: Context) -> None:  # noqa: C901 (one maker per damaged f
         def damage(run: Path) -> None:
             lines = (run / "metrics.jsonl").read_text().splitlines()
             lines[1] = row
-            (run / "metrics.jsonl").write_text("\\n".join(lines) + "\\n")
+            (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
 
         return damage
 
     damages: dict[str, Callable[[Path], None]] = {
         "summary.json holding a list": text("summary.json", "[1, 2]"),
         "summary.json holding a string": text("summary.json", '"completed"'),
-        "summary.json invalid UTF-8": text("summary.json", b'{"status": "\\xff\\xfe"}'),
+        "summary.json invalid UTF-8": text("summary.json", b'{"status": "\xff\xfe"}'),
         'summary.json with final: "oops"': text(
             "summary.json", '{"status": "completed", "final": "oops"}'
         ),
         "metrics.jsonl row without round": metrics_row('{"test_acc": 0.5}'),
         'metrics.jsonl row with test_acc: "abc"': metrics_row('{"round": 1, "test_acc": "abc"}'),
         'attempt.json with attempts: "x"': text("attempt.json", '{"attempts": "x"}'),
-        "attempt.json invalid UTF-8": text("attempt.json", b"\\xff\\xfe{"),
+        "attempt.json invalid UTF-8": text("attempt.json", b"\xff\xfe{"),
         "metrics.jsonl a folder": folder_instead("metrics.jsonl"),
     }
     for case, damage in damages.items():
@@ -1288,7 +1288,7 @@ def case_read_back(ctx: Context) -> None:  # noqa: C901 (one maker per damaged f
         ),
         'metrics.jsonl row with test_acc: "abc"': (
             first / "metrics.jsonl",
-            '{"round": 0, "test_acc": "abc"}\\n' + metrics_text,
+            '{"round": 0, "test_acc": "abc"}\n' + metrics_text,
         ),
     }.items():
         path.write_text(content)
@@ -1350,7 +1350,7 @@ def case_names(ctx: Context) -> None:
     ctx.tally.record(cat, "a 120 kB --set value: train", settled(res))
 
     a_file = ctx.work / "a-file"
-    a_file.write_text("not a folder\\n")
+    a_file.write_text("not a folder\n")
     for target, what in ((a_file, "an existing file"), (a_file / "sub", "below a file")):
         for args in (
             ("train", run_yaml),
@@ -1639,7 +1639,7 @@ def case_litter(ctx: Context) -> None:
     foreign = ctx.folder("litter-foreign")
     fb("train", run_yaml, "--out", str(foreign))
     (foreign / "runs" / "foreign").mkdir()
-    (foreign / "runs" / "foreign" / "config.yaml").write_text("- a list\\n")
+    (foreign / "runs" / "foreign" / "config.yaml").write_text("- a list\n")
     res = fb("runs", str(foreign))
     ctx.tally.record(cat, "a foreign runs/ folder whose config is a list: runs", settled(res))
 

@@ -152,8 +152,9 @@ S = TypeVar("S", bound=BaseModel)
 def problem_text(exc: ValidationError) -> str:
     """The first problem of a failed validation, as `where: what` (one line)."""
     error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"]) or "the file"
-    return f"{where}: {error['msg']}".replace("\n", " ")
+    where = ".".join(str(part) for part in error["loc"])
+    what = str(error["msg"]).removeprefix("Value error, ")
+    return (f"{where}: {what}" if where else what).replace("\n", " ")
 
 
 def read_text(path: Path, fix: str) -> str:
