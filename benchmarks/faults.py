@@ -1242,8 +1242,9 @@ def case_read_back(ctx: Context) -> None:  # noqa: C901 (one maker per damaged f
             for args in (("train", run_yaml), ("runs",)):
                 res = fb(*args, str(out)) if args == ("runs",) else fb(*args, "--out", str(out))
                 problem = settled(res)
-                if problem is None and args[0] == "train" and res.code == 0:
-                    problem = ctx.matches_reference(out)
+                skipped = state == "finished" and "already done" in res.out
+                if problem is None and args[0] == "train" and res.code == 0 and not skipped:
+                    problem = ctx.matches_reference(out)  # retrained or resumed: same result
                 ctx.tally.record(cat, f"{case} ({state} run): {args[0]}", problem)
 
     # checkpoint.pt a folder (killed run): the rerun recovers.
