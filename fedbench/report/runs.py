@@ -50,11 +50,15 @@ def find_run_folders(root: Path) -> list[Path]:
 
 
 def _read_summary(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(summary.json validated, None), or (None, why it is unusable); (None, None) without one."""
+    """(summary.json validated, None), or (None, why it is unusable); (None, None) without one.
+    A finished run's metrics.jsonl is read strictly too: no writer appends to it any more."""
     try:
-        return RunFolder(folder).read_summary(), None
+        summary = RunFolder(folder).read_summary()
+        if summary is not None:
+            read_rows(folder / "metrics.jsonl", strict=True)
+        return summary, None
     except BadFile as bad:
-        return None, f"summary.json {bad.what}"
+        return None, f"{bad.path.name} {bad.what}"
 
 
 def _read_config(folder: Path) -> tuple[dict[str, Any], str | None]:
