@@ -1719,6 +1719,9 @@ def main() -> int:
     chosen = args.only.split(",") if args.only else list(CASES)
     work = Path(tempfile.mkdtemp(prefix="fedbench-faults-"))
     ctx = Context(args.root.resolve(), work, args.kills)
+    # `python -m fedbench` and `python -c` put the working folder first on sys.path: from a
+    # checkout, that would test its fedbench instead of --root's.
+    os.chdir(work)
     t0 = time.perf_counter()
     try:
         for name in chosen:
