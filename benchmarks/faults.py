@@ -344,10 +344,17 @@ class Context:
         if len(dirs) != 1:
             return f"{len(dirs)} run folders"
         ref = self.reference()
-        if metrics_rows(dirs[0]) != metrics_rows(ref):
+        try:
+            rows = metrics_rows(dirs[0])
+        except (OSError, ValueError) as exc:  # a folder, or not JSON: what the rerun left
+            return f"metrics.jsonl unreadable after the rerun ({type(exc).__name__})"
+        if rows != metrics_rows(ref):
             return "metrics.jsonl differs from an undisturbed run"
-        summary = json.loads((dirs[0] / "summary.json").read_text())
-        if summary.get("status") != "completed":
+        try:
+            summary = json.loads((dirs[0] / "summary.json").read_text())
+        except (OSError, ValueError) as exc:
+            return f"summary.json unreadable after the rerun ({type(exc).__name__})"
+        if not isinstance(summary, dict) or summary.get("status") != "completed":
             return f"status {summary.get('status')}"
         if summary["final"] != json.loads((ref / "summary.json").read_text())["final"]:
             return "final metrics differ from an undisturbed run"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -190,17 +189,10 @@ def read_json(path: Path, schema: type[S], fix: str) -> S:
     """The JSON file at `path`, validated against `schema` (FileNotFoundError when absent)."""
     text = read_text(path, fix)
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text)  # NaN and Infinity included: a diverged run's losses
     except (json.JSONDecodeError, ValueError) as exc:
         raise BadFile(path, f"is not JSON ({exc})", fix) from None
     return validate(path, data, schema, fix)
-
-
-def _no_constant(name: str) -> float:
-    # NaN is a value fedbench writes (a metric that could not be computed); Infinity is not.
-    if name == "NaN":
-        return math.nan
-    raise ValueError(f"{name} is not a number fedbench writes")
 
 
 def read_json_dict(path: Path, schema: type[BaseModel], fix: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from fedbench.readback import (
         (b'{"status": "completed", "final": "oops"}', "not a valid Summary: final:"),
         (b'{"final": {}}', "not a valid Summary: status: Field required"),
         (b"{not json", "is not JSON"),
-        (b'{"status": "completed", "wall_s": Infinity}', "is not JSON"),
+        (b'{"status": "completed", "wall_s": "fast"}', "not a valid Summary: wall_s:"),
     ],
 )
 def test_a_bad_summary_is_one_line_naming_the_file_the_problem_and_the_fix(
@@ -40,6 +40,13 @@ def test_a_bad_summary_is_one_line_naming_the_file_the_problem_and_the_fix(
     message = str(caught.value)
     assert isinstance(caught.value, FedbenchError) and "\n" not in message
     assert message.startswith(f"{path}: ") and what in message and message.endswith("; remove it")
+
+
+def test_a_diverged_runs_summary_with_non_finite_losses_reads(tmp_path: Path):
+    path = tmp_path / "summary.json"
+    path.write_text('{"status": "diverged", "final": {"train_loss": NaN, "test_loss": Infinity}}')
+    data = read_json_dict(path, Summary, fix="")
+    assert data["status"] == "diverged" and data["final"]["test_loss"] == float("inf")
 
 
 def test_a_valid_summary_reads_with_its_extra_fields(tmp_path: Path):
