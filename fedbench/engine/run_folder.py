@@ -112,13 +112,17 @@ class RunFolder:
         return f"rerun the command that trained it to train it again, or remove {self.path}"
 
     def is_finished(self) -> bool:
-        """Whether the run has a final summary. A bad summary.json is not one: the run is
-        trained again, and the file is set aside by `set_aside_bad_files` when it starts."""
+        """Whether the run has a final summary and a metrics.jsonl that reads back. A bad one
+        is not finished: the run is trained again, and the file is set aside by
+        `set_aside_bad_files` when it starts."""
         try:
             summary = self.read_summary()
+            if summary is None or summary.get("status") not in FINAL_STATUSES:
+                return False
+            read_rows(self.metrics, strict=True)
         except BadFile:
             return False
-        return summary is not None and summary.get("status") in FINAL_STATUSES
+        return True
 
     def set_aside_bad_files(self) -> None:
         """Before an attempt (holding the lock): run files that do not read back are moved to
@@ -137,6 +141,10 @@ class RunFolder:
         for path in (self.metrics, self.checkpoint):
             if path.is_dir():
                 set_aside(path, BadFile(path, "is a folder, not a file", ""), "training again")
+        try:
+            read_rows(self.metrics, strict=True)
+        except BadFile as problem:  # a bad row before the end: not a torn line of a kill
+            set_aside(self.metrics, problem, "training the run again")
 
     def create(self, cfg: RunConfig, data_source: str | None = None) -> None:
         """config.yaml: the resolved run config (loadable by `fedbench train`), headed by a

@@ -34,7 +34,7 @@ import yaml
 from fedbench.config import parse_run_config, read_yaml, set_path
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
-from fedbench.files import write_file
+from fedbench.files import remove_stale_temporaries, write_file
 from fedbench.os_errors import check_writable
 from fedbench.readback import BadFile, TunedFile, validate
 from fedbench.report.ran import cell_label
@@ -194,6 +194,7 @@ def tune(
     folder = child_folder(out, f"{plan.name}-tune")  # inside OUT whatever the table is named
     check_writable(folder)  # a read-only --out: one line, before SQLite fails without a path
     with study_lock(folder), study_errors(folder / STUDY_FILE):
+        remove_stale_temporaries(folder)  # a tuned.yaml half-written by a killed tune
         check_study_file(folder / STUDY_FILE)
         _open_studies(
             cells,

@@ -104,3 +104,16 @@ def test_metrics_jsonl_a_folder_is_set_aside_and_the_run_restarts(tmp_path: Path
     result = train(tiny_config(), tmp_path / "out")
     assert result.status == "completed" and (run / "metrics.jsonl.corrupt").is_dir()
     assert strip_elapsed(read_metrics(run)) == finished[1]
+
+
+def test_a_finished_run_with_a_bad_metrics_row_is_trained_again(tmp_path: Path, finished, caplog):
+    run = _copy(finished[0], tmp_path)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    lines[1] = '{"round": 2, "test_acc": "abc"}'
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert not RunFolder(run).is_finished()
+    with caplog.at_level(logging.WARNING, logger="fedbench"):
+        result = train(tiny_config(), tmp_path / "out")
+    assert result.status == "completed" and "line 2: test_acc is 'abc'" in caplog.text
+    assert strip_elapsed(read_metrics(run)) == finished[1]
+    assert (run / "metrics.jsonl.corrupt").is_file()
