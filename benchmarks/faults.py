@@ -1726,6 +1726,9 @@ def main() -> int:
     chosen = args.only.split(",") if args.only else list(CASES)
     work = Path(tempfile.mkdtemp(prefix="fedbench-faults-"))
     ctx = Context(args.root.resolve(), work, args.kills)
+    # Started in the background by a shell, this process (and so every fedbench it starts)
+    # would ignore SIGINT: the Ctrl-C cases need Python's own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # `python -m fedbench` and `python -c` put the working folder first on sys.path: from a
     # checkout, that would test its fedbench instead of --root's.
     os.chdir(work)
