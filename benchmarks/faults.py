@@ -762,7 +762,7 @@ def case_disk_faults(ctx: Context) -> None:
     fault = {
         "FEDBENCH_FAULT_DIR": str(where),
         "FEDBENCH_FAULT_BYTES": "100000000",
-        "FEDBENCH_FAULT_MATCH": "checkpoint.pt.tmp",
+        "FEDBENCH_FAULT_MATCH": "checkpoint.pt",  # its temporary: .checkpoint.pt.<pid>.<hex>.tmp
     }
     budget_fault = {**fault, "FEDBENCH_FAULT_BYTES": "0"}
     check_clean(
@@ -779,9 +779,9 @@ def case_disk_faults(ctx: Context) -> None:
     fb("run", table, "--dry-run", "--write-plan", str(plan), "--out", str(where))
     victim = json.loads(plan.read_text())["runs"][1]["run_id"]
     fault = {
-        "FEDBENCH_FAULT_DIR": str(where),
+        "FEDBENCH_FAULT_DIR": str(where / "runs" / victim),
         "FEDBENCH_FAULT_BYTES": "0",
-        "FEDBENCH_FAULT_MATCH": f"{victim}{os.sep}checkpoint.pt",
+        "FEDBENCH_FAULT_MATCH": "checkpoint.pt",
     }
     res = fb("run", table, "--out", str(where), "--workers", "1", fault=fault)
     problems = []
