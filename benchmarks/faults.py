@@ -17,9 +17,27 @@ in temporary folders and checks what the user would see:
 - paths: table and figure names that point outside --out; any file created outside --out counts.
 - concurrency: two identical sweeps into one --out train each run once; two different sweeps
   sharing runs never report each other's plan.
+- dataloss: kills and full disks while model.pt, a report or tuned.yaml is written, two tables
+  whose names sanitise alike, a sweep under an ASCII locale; the previous complete file must
+  survive and the rerun complete it ("LOST" marks a file destroyed).
+- readback: damaged run files (summary.json, metrics.jsonl rows, attempt.json, a folder where a
+  file belongs), plans, tuned.yaml and study.db; recovered (the run retrained to the undisturbed
+  result) or one clean line.
+- names: 300-character names, a 120 kB --set value, --out a file or below one, --write-plan a
+  folder or read-only, compare FOLDER:ROW with ':' in FOLDER.
+- interrupts: Ctrl-C (SIGINT to the process group) while train writes a checkpoint and in train,
+  run, tune, figure and report: exit 130 and one line with a resume command.
+- study: two tunes of one new study at once, a file-size limit while study.db grows, a 10**8-point
+  grid and 10**9 trials (60 s each).
+- bombs: an npz with a label of 10**9 or no samples, image_size=100000, samples_per_client=10**9,
+  a figure with 10**9 trials (3 GB of memory, 60 s).
+- api: the Python API with wrong types: a FedbenchError or a TypeError naming the argument.
+- litter: stale temporaries and a finished run's leftover checkpoint cleaned by the rerun, a
+  foreign run folder in a listing, an ENOSPC line naming its path.
 
-Run: python benchmarks/faults.py [--only kills,corruptions,...] [--kills 4] [--keep]
-It prints one line per case and the counts; exit code 0 when every case held.
+Run: python benchmarks/faults.py [--only kills,corruptions,...] [--kills 4] [--keep] [--root DIR]
+It prints one line per case, the counts and the failures by kind (tracebacks, data lost, hangs,
+other); exit code 0 when every case held.
 """
 
 from __future__ import annotations
@@ -204,16 +222,21 @@ class Fedbench:
         fault: dict[str, str] | None = None,
         timeout: float = 600,
         memory_gb: float | None = None,
+        file_kb: int | None = None,
+        extra_env: dict[str, str] | None = None,
     ) -> Result:
         def limit() -> None:  # a runaway allocation fails instead of swapping the machine
             if memory_gb is not None:
                 size = int(memory_gb * 2**30)
                 resource.setrlimit(resource.RLIMIT_DATA, (size, size))  # heap, not mapped libraries
+            if file_kb is not None:  # a disk that fills: writes past the size fail with EFBIG
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (file_kb * 1024, file_kb * 1024))
 
         proc = subprocess.Popen(
             self.command(*args),
             cwd=cwd,
-            env=self.env(fault),
+            env={**self.env(fault), **(extra_env or {})},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -321,10 +344,17 @@ class Context:
         if len(dirs) != 1:
             return f"{len(dirs)} run folders"
         ref = self.reference()
-        if metrics_rows(dirs[0]) != metrics_rows(ref):
+        try:
+            rows = metrics_rows(dirs[0])
+        except (OSError, ValueError) as exc:  # a folder, or not JSON: what the rerun left
+            return f"metrics.jsonl unreadable after the rerun ({type(exc).__name__})"
+        if rows != metrics_rows(ref):
             return "metrics.jsonl differs from an undisturbed run"
-        summary = json.loads((dirs[0] / "summary.json").read_text())
-        if summary.get("status") != "completed":
+        try:
+            summary = json.loads((dirs[0] / "summary.json").read_text())
+        except (OSError, ValueError) as exc:
+            return f"summary.json unreadable after the rerun ({type(exc).__name__})"
+        if not isinstance(summary, dict) or summary.get("status") != "completed":
             return f"status {summary.get('status')}"
         if summary["final"] != json.loads((ref / "summary.json").read_text())["final"]:
             return "final metrics differ from an undisturbed run"
@@ -732,7 +762,7 @@ def case_disk_faults(ctx: Context) -> None:
     fault = {
         "FEDBENCH_FAULT_DIR": str(where),
         "FEDBENCH_FAULT_BYTES": "100000000",
-        "FEDBENCH_FAULT_MATCH": "checkpoint.pt.tmp",
+        "FEDBENCH_FAULT_MATCH": "checkpoint.pt",  # its temporary: .checkpoint.pt.<pid>.<hex>.tmp
     }
     budget_fault = {**fault, "FEDBENCH_FAULT_BYTES": "0"}
     check_clean(
@@ -749,9 +779,9 @@ def case_disk_faults(ctx: Context) -> None:
     fb("run", table, "--dry-run", "--write-plan", str(plan), "--out", str(where))
     victim = json.loads(plan.read_text())["runs"][1]["run_id"]
     fault = {
-        "FEDBENCH_FAULT_DIR": str(where),
+        "FEDBENCH_FAULT_DIR": str(where / "runs" / victim),
         "FEDBENCH_FAULT_BYTES": "0",
-        "FEDBENCH_FAULT_MATCH": f"{victim}{os.sep}checkpoint.pt",
+        "FEDBENCH_FAULT_MATCH": "checkpoint.pt",
     }
     res = fb("run", table, "--out", str(where), "--workers", "1", fault=fault)
     problems = []
@@ -1037,6 +1067,617 @@ def case_concurrency(ctx: Context) -> None:
     )
 
 
+# --- reliability (issue 35): data loss, files read back, names, interrupts, the study, bombs --
+
+
+def settled(res: Result, *, ok: tuple[int, ...] = (0,)) -> str | None:
+    """None when `res` ended in one of the `ok` exit codes without a traceback, or in one clean
+    line (exit 2); else what went wrong ("traceback ...", "timed out", ...)."""
+    if res.code in ok and not res.timed_out and "Traceback" not in res.err + res.out:
+        return None
+    return one_clean_line(res)
+
+
+def readable_model(path: Path) -> bool:
+    import torch
+
+    try:
+        return isinstance(torch.load(path, map_location="cpu", weights_only=True), dict)
+    except Exception:
+        return False
+
+
+def _driver(ctx: Context, code: str, args: list[str]) -> subprocess.CompletedProcess:
+    """Run `fedbench ARGS` in a process that first runs `code` (a fault planted in fedbench)."""
+    driver = textwrap.dedent(code) + textwrap.dedent(
+        f"""
+        import sys
+        sys.argv = ["fedbench", *{args!r}]
+        from fedbench.cli import main
+        main()
+        """
+    )
+    return subprocess.run(
+        [sys.executable, "-c", driver], env=ctx.fb.env(), capture_output=True, text=True
+    )
+
+
+KILL_IN_MODEL_PT = """
+import io, os, signal, torch
+_real = torch.save
+def _save(obj, f, *a, **k):
+    name = str(getattr(f, "name", f))
+    if "model.pt" in name:
+        buf = io.BytesIO(); _real(obj, buf, *a, **k); data = buf.getvalue()
+        if hasattr(f, "write"):
+            f.write(data[: len(data) // 2]); f.flush()
+        else:
+            open(f, "wb").write(data[: len(data) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _real(obj, f, *a, **k)
+torch.save = _save
+"""
+
+
+def case_data_loss(ctx: Context) -> None:  # noqa: C901 (one block per way to lose data)
+    fb, run_yaml, table = ctx.fb, str(ctx.run_yaml), str(ctx.table_yaml)
+    cat = "data loss"
+
+    # model.pt: killed while written, then rerun with --save-model.
+    out = ctx.folder("model-kill")
+    _driver(ctx, KILL_IN_MODEL_PT, ["train", run_yaml, "--out", str(out), "--save-model"])
+    res = fb("train", run_yaml, "--out", str(out), "--save-model")
+    runs = run_dirs(out)
+    problem = settled(res)
+    if problem is None and not (runs and readable_model(runs[0] / "model.pt")):
+        problem = "LOST: model.pt unreadable after the rerun"
+    ctx.tally.record(cat, "train --save-model killed while writing model.pt, rerun", problem)
+
+    # model.pt on a full disk, then the rerun with space.
+    out = ctx.folder("model-full")
+    fault = {"FEDBENCH_FAULT_DIR": str(out), "FEDBENCH_FAULT_MATCH": "model.pt"}
+    first = fb("train", run_yaml, "--out", str(out), "--save-model", fault=fault)
+    res = fb("train", run_yaml, "--out", str(out), "--save-model")
+    runs = run_dirs(out)
+    problem = one_clean_line(first) or settled(res)
+    if problem is None and not (runs and readable_model(runs[0] / "model.pt")):
+        problem = "LOST: model.pt unreadable after the rerun"
+    ctx.tally.record(cat, "disk full while writing model.pt, rerun with space", problem)
+
+    # A complete report, then `report` on a full disk: the previous report must survive.
+    out = ctx.folder("report-full")
+    fb("run", table, "--out", str(out), "--preset", "quick", "--workers", "1")
+    folder = out / "tiny-quick"
+    before = report_bytes(folder)
+    for budget in ("0", "300"):
+        fault = {"FEDBENCH_FAULT_DIR": str(folder), "FEDBENCH_FAULT_BYTES": budget}
+        res = fb("report", str(folder), fault=fault)
+        problem = settled(res)
+        if report_bytes(folder) != before:
+            problem = "LOST: the previous report was changed or destroyed"
+        elif problem is None and (left := tmp_files(folder)):
+            problem = f"left {left[0].name}"
+        ctx.tally.record(cat, f"report on a disk with {budget} bytes free", problem)
+
+    # tuned.yaml rewritten on a full disk.
+    out = ctx.folder("tuned-full")
+    tune_args = ("tune", table, "--grid", "algorithm.lr=0.1", "--rounds", "1", "--out", str(out))
+    fb(*tune_args)
+    tuned = out / "tiny-tune" / "tuned.yaml"
+    if tuned.is_file():
+        before_tuned = tuned.read_bytes()
+        fault = {"FEDBENCH_FAULT_DIR": str(out / "tiny-tune"), "FEDBENCH_FAULT_MATCH": "tuned.yaml"}
+        res = fb(*tune_args, fault=fault)
+        problem = settled(res)
+        if tuned.read_bytes() != before_tuned:
+            problem = "LOST: tuned.yaml was changed or destroyed"
+    else:
+        problem = "the first tune wrote no tuned.yaml"
+    ctx.tally.record(cat, "tune rewriting tuned.yaml on a full disk", problem)
+
+    # Two tables whose names are one folder once sanitised, into one --out.
+    out = ctx.folder("alpha-beta")
+    folders = []
+    for name in ("α", "β"):
+        data = table_config(name=name, rounds=1)
+        data["seeds"] = [0]
+        path = write_yaml(ctx.work / f"table-{name}.yaml", data)
+        res = fb("run", str(path), "--out", str(out), "--workers", "1")
+        lines = [x for x in res.out.splitlines() if x.startswith("report: ")]
+        folders.append((name, res, Path(lines[-1][8:].strip()) if lines else None))
+    problem = None
+    for name, res, folder in folders:
+        problem = problem or settled(res)
+        if problem is None and folder is not None:
+            plan = json.loads((folder / "plan.json").read_text())
+            if plan["table"]["table"] != name:
+                problem = f"LOST: {name}'s report folder holds table {plan['table']['table']}"
+    if problem is None and folders[0][2] == folders[1][2]:
+        problem = "LOST: two tables reported into one folder"
+    ctx.tally.record(cat, "tables α and β into one --out", problem)
+
+    # A sweep under a non-UTF-8 locale writes every report file.
+    out = ctx.folder("c-locale")
+    res = fb(
+        "run",
+        table,
+        "--out",
+        str(out),
+        "--preset",
+        "quick",
+        "--workers",
+        "1",
+        extra_env={"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""},
+    )
+    problem = settled(res)
+    missing = [n for n in (*REPORT_FILES, "curves.png") if not (out / "tiny-quick" / n).is_file()]
+    if problem is None and missing:
+        problem = f"LOST: no {', '.join(missing)}"
+    ctx.tally.record(cat, "a sweep under LC_ALL=C PYTHONUTF8=0", problem)
+
+
+def case_read_back(ctx: Context) -> None:  # noqa: C901 (one maker per damaged file)
+    fb, run_yaml, table = ctx.fb, str(ctx.run_yaml), str(ctx.table_yaml)
+    cat = "files read back"
+    done = ctx.folder("finished-base")
+    fb("train", run_yaml, "--out", str(done))
+    killed = killed_run(ctx, "read-back-killed")
+
+    def text(name: str, content: str | bytes) -> Callable[[Path], None]:
+        def damage(run: Path) -> None:
+            data = content.encode() if isinstance(content, str) else content
+            (run / name).write_bytes(data)
+
+        return damage
+
+    def folder_instead(name: str) -> Callable[[Path], None]:
+        def damage(run: Path) -> None:
+            (run / name).unlink(missing_ok=True)
+            (run / name).mkdir()
+
+        return damage
+
+    def metrics_row(row: str) -> Callable[[Path], None]:
+        def damage(run: Path) -> None:
+            lines = (run / "metrics.jsonl").read_text().splitlines()
+            lines[1] = row
+            (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+        return damage
+
+    damages: dict[str, Callable[[Path], None]] = {
+        "summary.json holding a list": text("summary.json", "[1, 2]"),
+        "summary.json holding a string": text("summary.json", '"completed"'),
+        "summary.json invalid UTF-8": text("summary.json", b'{"status": "\xff\xfe"}'),
+        'summary.json with final: "oops"': text(
+            "summary.json", '{"status": "completed", "final": "oops"}'
+        ),
+        "metrics.jsonl row without round": metrics_row('{"test_acc": 0.5}'),
+        'metrics.jsonl row with test_acc: "abc"': metrics_row('{"round": 1, "test_acc": "abc"}'),
+        'attempt.json with attempts: "x"': text("attempt.json", '{"attempts": "x"}'),
+        "attempt.json invalid UTF-8": text("attempt.json", b"\xff\xfe{"),
+        "metrics.jsonl a folder": folder_instead("metrics.jsonl"),
+    }
+    for case, damage in damages.items():
+        for base, state in ((done, "finished"), (killed, "killed")):
+            out = ctx.work / "read-back"
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.copytree(base, out)
+            damage(run_dirs(out)[0])
+            for args in (("train", run_yaml), ("runs",)):
+                res = fb(*args, str(out)) if args == ("runs",) else fb(*args, "--out", str(out))
+                problem = settled(res)
+                skipped = state == "finished" and "already done" in res.out
+                if problem is None and args[0] == "train" and res.code == 0 and not skipped:
+                    problem = ctx.matches_reference(out)  # retrained or resumed: same result
+                ctx.tally.record(cat, f"{case} ({state} run): {args[0]}", problem)
+
+    # checkpoint.pt a folder (killed run): the rerun recovers.
+    out = ctx.work / "read-back"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(killed, out)
+    folder_instead("checkpoint.pt")(run_dirs(out)[0])
+    res = fb("train", run_yaml, "--out", str(out))
+    problem = settled(res) or (ctx.matches_reference(out) if res.code == 0 else None)
+    ctx.tally.record(cat, "checkpoint.pt a folder: train", problem)
+
+    # runs/<id> a regular file; OUT/runs a regular file.
+    rid = run_dirs(done)[0].name
+
+    def run_file(o: Path) -> None:
+        (o / "runs").mkdir()
+        (o / "runs" / rid).touch()
+
+    for case, make in (
+        ("runs/<id> a regular file", run_file),
+        ("OUT/runs a regular file", lambda o: (o / "runs").touch()),
+    ):
+        out = ctx.folder("read-back-files")
+        make(out)
+        ctx.tally.record(cat, f"{case}: train", settled(fb("train", run_yaml, "--out", str(out))))
+
+    # A report over damaged run files and plans.
+    rep = ctx.folder("read-back-report")
+    fb("run", table, "--out", str(rep), "--preset", "quick", "--workers", "1")
+    folder = rep / "tiny-quick"
+    plan_text = (folder / "plan.json").read_text()
+    first = run_dirs(rep)[0]
+    summary_text = (first / "summary.json").read_text()
+    metrics_text = (first / "metrics.jsonl").read_text()
+    for case, (path, content) in {
+        "plan.json not JSON": (folder / "plan.json", "{not json"),
+        "plan.json without runs": (folder / "plan.json", '{"table": {}}'),
+        "summary.json holding a list": (first / "summary.json", "[1]"),
+        'summary.json with final: "oops"': (
+            first / "summary.json",
+            '{"status": "completed", "final": "oops"}',
+        ),
+        'metrics.jsonl row with test_acc: "abc"': (
+            first / "metrics.jsonl",
+            '{"round": 0, "test_acc": "abc"}\n' + metrics_text,
+        ),
+    }.items():
+        path.write_text(content)
+        ctx.tally.record(cat, f"report: {case}", settled(fb("report", str(folder))))
+        (folder / "plan.json").write_text(plan_text)
+        (first / "summary.json").write_text(summary_text)
+        (first / "metrics.jsonl").write_text(metrics_text)
+
+    # tuned.yaml: malformed rows, values and cells, a column the table lacks.
+    for case, rows in {
+        "a row that is a list": {"FedAvg": [1, 2]},
+        "values that are a list": {"FedAvg": {"partition.alpha=0.6": {"values": [1]}}},
+        "a cell that is a string": {"FedAvg": {"partition.alpha=0.6": "fast"}},
+        "a column the table lacks": {
+            "FedAvg": {"partition.alpha=0.3": {"values": {"algorithm.lr": 0.5}}}
+        },
+    }.items():
+        path = write_yaml(ctx.work / "tuned.yaml", {"table": "tiny", "rows": rows})
+        out = ctx.folder("read-back-tuned")
+        res = fb("run", table, "--tuned", str(path), "--dry-run", "--out", str(out))
+        ctx.tally.record(cat, f"tuned.yaml with {case}", one_clean_line(res))
+
+    # study.db overwritten with garbage, or a folder.
+    for case, make in (
+        ("garbage", lambda p: p.write_bytes(b"not a database" * 100)),
+        ("a folder", lambda p: p.mkdir()),
+    ):
+        out = ctx.folder("read-back-study")
+        (out / "tiny-tune").mkdir()
+        make(out / "tiny-tune" / "study.db")
+        res = fb("tune", table, "--grid", "algorithm.lr=0.1", "--rounds", "1", "--out", str(out))
+        ctx.tally.record(cat, f"study.db {case}: tune", one_clean_line(res))
+
+
+def case_names(ctx: Context) -> None:
+    fb, run_yaml, table = ctx.fb, str(ctx.run_yaml), str(ctx.table_yaml)
+    cat = "names and paths"
+    data = table_config(name="t" * 300, rounds=1)
+    data["seeds"] = [0]
+    data["methods"] = {"FedAvg": data["methods"]["FedAvg"]}
+    long_table = write_yaml(ctx.work / "long-table.yaml", data)
+    out = ctx.folder("long-name")
+    ctx.tally.record(
+        cat,
+        "a 300-character table name: run",
+        settled(fb("run", str(long_table), "--out", str(out))),
+    )
+    out = ctx.folder("long-set")
+    res = fb(
+        "train",
+        run_yaml,
+        "--set",
+        "data.name=npz",
+        "--set",
+        "data.path=" + "p" * 120_000,
+        "--out",
+        str(out),
+    )
+    ctx.tally.record(cat, "a 120 kB --set value: train", settled(res))
+
+    a_file = ctx.work / "a-file"
+    a_file.write_text("not a folder\n")
+    for target, what in ((a_file, "an existing file"), (a_file / "sub", "below a file")):
+        for args in (
+            ("train", run_yaml),
+            ("run", table, "--preset", "quick"),
+            ("figure", "fedadamom-escape", "--preset", "quick"),
+        ):
+            res = fb(*args, "--out", str(target))
+            ctx.tally.record(cat, f"--out {what}: {args[0]}", one_clean_line(res))
+    plan_dir = ctx.folder("plan-dir")
+    res = fb("run", table, "--dry-run", "--write-plan", str(plan_dir), "--out", str(plan_dir))
+    ctx.tally.record(cat, "--write-plan naming a folder", one_clean_line(res))
+    ro = ctx.folder("plan-ro")
+    fault = {"FEDBENCH_FAULT_DIR": str(ro), "FEDBENCH_FAULT_KIND": "rofs"}
+    res = fb("run", table, "--dry-run", "--write-plan", str(ro / "p.json"), fault=fault)
+    ctx.tally.record(cat, "--write-plan on a read-only folder", one_clean_line(res))
+
+    colon = ctx.folder("co:lon")
+    fb("run", table, "--out", str(colon), "--preset", "quick", "--workers", "1")
+    side = f"{colon / 'tiny-quick'}"
+    res = fb("compare", f"{side}:FedAvg", f"{side}:FedAdamW")
+    problem = settled(res)
+    if problem is None and "not a table folder" in res.err:
+        problem = "split FOLDER:ROW at the wrong ':'"
+    ctx.tally.record(cat, "compare FOLDER:ROW with a ':' in FOLDER", problem)
+
+
+INTERRUPT_IN_CHECKPOINT = """
+import os, signal, torch
+_real = torch.save
+class _Interrupting:  # Ctrl-C (SIGINT) arrives while torch.save writes the round-3 checkpoint
+    def __init__(self, fh): self.fh, self.n = fh, 0
+    def write(self, data):
+        self.n += 1
+        if self.n == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return self.fh.write(data)
+    def flush(self): self.fh.flush()
+def _save(obj, f, *a, **k):
+    if isinstance(obj, dict) and obj.get("round") == 3 and hasattr(f, "write"):
+        return _real(obj, _Interrupting(f), *a, **k)
+    return _real(obj, f, *a, **k)
+torch.save = _save
+"""
+
+
+def _interrupted(res: Result) -> str | None:
+    """None for a Ctrl-C that ended as one line with a resume command and exit code 130."""
+    lines = [x for x in res.err.splitlines() if x.strip()]
+    if res.timed_out:
+        return "timed out"
+    if "Traceback" in res.err + res.out:
+        return f"traceback: {(lines or [''])[-1][:160]}"
+    if res.code != 130:
+        return f"exit {res.code}: {(lines or [''])[-1][:160]}"
+    if len(lines) != 1 or "resume" not in lines[0]:
+        return f"no one resume line ({len(lines)} lines)"
+    return None
+
+
+def _sigint_after(ctx: Context, args: tuple[str, ...], seconds: float) -> Result:
+    """Start `fedbench ARGS`, press Ctrl-C (SIGINT to its process group) after `seconds`."""
+    proc = subprocess.Popen(
+        ctx.fb.command(*args),
+        env=ctx.fb.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            return Result(proc.returncode, out, err, timed_out=True)
+    return Result(proc.returncode, out, err)
+
+
+def case_interrupts(ctx: Context) -> None:
+    fb, run_yaml, table = ctx.fb, str(ctx.run_yaml), str(ctx.table_yaml)
+    cat = "interrupts"
+    out = ctx.folder("int-ckpt")
+    got = _driver(ctx, INTERRUPT_IN_CHECKPOINT, ["train", run_yaml, "--out", str(out)])
+    res = Result(got.returncode, got.stdout, got.stderr)
+    problem = _interrupted(res)
+    if problem is None:
+        again = fb("train", run_yaml, "--out", str(out))
+        problem = settled(again) or ctx.matches_reference(out)
+        problem = problem if problem is None or again.code else None
+    ctx.tally.record(cat, "Ctrl-C while train writes its round-3 checkpoint", problem)
+
+    # Workloads of minutes: the Ctrl-C lands while they run (exit 0 would be an ignored Ctrl-C).
+    for args, seconds in (
+        (("train", run_yaml, "--set", "fl.rounds=200"), 8.0),
+        (("run", table, "--workers", "1", "--set", "fl.rounds=200"), 8.0),
+        (("tune", table, "--grid", "algorithm.lr=0.1,0.05,0.02", "--rounds", "200"), 10.0),
+        (("figure", "fedadamom-escape"), 8.0),
+    ):
+        out = ctx.folder("int-cmd")
+        res = _sigint_after(ctx, (*args, "--out", str(out)), seconds)
+        ctx.tally.record(cat, f"Ctrl-C in {args[0]} after {seconds:g} s", _interrupted(res))
+    rep = ctx.folder("int-report")
+    fb("run", table, "--out", str(rep), "--preset", "quick", "--workers", "1")
+    res = _sigint_after(ctx, ("report", str(rep / "tiny-quick")), 3.0)
+    problem = None if res.code == 0 and "Traceback" not in res.err else _interrupted(res)
+    ctx.tally.record(cat, "Ctrl-C in report after 3 s", problem)
+
+
+def case_study(ctx: Context) -> None:
+    fb, table = ctx.fb, str(ctx.table_yaml)
+    cat = "tune store"
+    for i in range(3):  # two tunes of one new study at once
+        out = ctx.folder("two-tunes")
+        args = ("tune", table, "--grid", "algorithm.lr=0.1", "--rounds", "1", "--out", str(out))
+        procs = [
+            subprocess.Popen(
+                fb.command(*args),
+                env=fb.env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        results = []
+        for proc in procs:
+            stdout, stderr = proc.communicate(timeout=600)
+            results.append(Result(proc.returncode, stdout, stderr))
+        problem = next((settled(r) for r in results if settled(r) is not None), None)
+        ctx.tally.record(cat, f"two tunes of one new study at once ({i + 1})", problem)
+    for kb in (64, 200):
+        out = ctx.folder("tune-fsize")
+        res = fb(
+            "tune",
+            table,
+            "--grid",
+            "algorithm.lr=0.1,0.05",
+            "--rounds",
+            "1",
+            "--out",
+            str(out),
+            file_kb=kb,
+        )
+        ctx.tally.record(cat, f"tune with files limited to {kb} kB (a disk filling)", settled(res))
+    grid = [f"--grid=algorithm.{k}=" + ",".join(str(i + 1) for i in range(100)) for k in ("lr",)]
+    grid += [
+        f"--grid=fl.{k}=" + ",".join(str(i + 1) for i in range(100))
+        for k in ("local_steps", "batch_size", "rounds")
+    ]
+    out = ctx.folder("tune-grid")
+    res = fb("tune", table, *grid, "--out", str(out), timeout=60)
+    ctx.tally.record(cat, "a --grid of 4 fields x 100 values (60 s)", one_clean_line(res))
+    res = fb(
+        "tune",
+        table,
+        "--space",
+        "algorithm.lr=log:1e-4:1",
+        "--trials",
+        "1000000000",
+        "--out",
+        str(out),
+        timeout=60,
+    )
+    ctx.tally.record(cat, "--trials 10**9 (60 s)", one_clean_line(res))
+
+
+def case_bombs(ctx: Context) -> None:
+    import numpy as np
+
+    run_yaml = str(ctx.run_yaml)
+    cat = "bombs"
+    arrays = {
+        "a label of 10**9": (np.zeros((8, 4), np.float32), np.array([0, 1] * 3 + [1, 10**9])),
+        "no training samples": (np.zeros((0, 4), np.float32), np.zeros(0, np.int64)),
+    }
+    for case, (x, y) in arrays.items():
+        path = ctx.work / "bomb.npz"
+        np.savez(path, x_train=x, y_train=y, x_test=np.zeros((2, 4), np.float32), y_test=[0, 1])
+        out = ctx.folder("bomb")
+        sets = ("--set", "data.name=npz", "--set", f"data.path={path}")
+        res = ctx.fb("train", run_yaml, *sets, "--out", str(out), memory_gb=3, timeout=60)
+        ctx.tally.record(cat, f"npz with {case} (3 GB)", one_clean_line(res))
+    for sets in (
+        ("data.image_size=100000",),
+        ("partition.kind=dirichlet_equal", "partition.samples_per_client=1000000000"),
+    ):
+        out = ctx.folder("bomb")
+        args = [a for s in sets for a in ("--set", s)]
+        res = ctx.fb("train", run_yaml, *args, "--out", str(out), memory_gb=3, timeout=60)
+        ctx.tally.record(cat, f"--set {' '.join(sets)} (3 GB, 60 s)", one_clean_line(res))
+    out = ctx.folder("bomb")
+    res = ctx.fb(
+        "figure",
+        "fedadamom-escape",
+        "--set",
+        "trials=1000000000",
+        "--out",
+        str(out),
+        memory_gb=3,
+        timeout=60,
+    )
+    ctx.tally.record(
+        cat, "figure fedadamom-escape --set trials=10**9 (3 GB, 60 s)", one_clean_line(res)
+    )
+
+
+API_CALLS = {
+    "train(None, out)": "fedbench.train(None, OUT)",
+    "train(cfg, out=None)": "fedbench.train(fedbench.load_config(), out=None)",
+    "run_table(..., seeds='2')": "fedbench.run_table('table1', seeds='2', out=OUT)",
+    "load_config(overrides='fl.rounds=3')": "fedbench.load_config(overrides='fl.rounds=3')",
+    "run_table(..., methods='FedAvg')": "fedbench.run_table('table1', methods='FedAvg', out=OUT)",
+    "make_report(3)": "fedbench.make_report(3)",
+    "load_config(path=5)": "fedbench.load_config(5)",
+}
+
+
+def case_api(ctx: Context) -> None:
+    """Wrong types through the Python API: a FedbenchError, or a TypeError naming the argument."""
+    out = ctx.folder("api")
+    script = textwrap.dedent(
+        f"""
+        import json, fedbench
+        OUT = {str(out)!r}
+        found = {{}}
+        for case, call in {API_CALLS!r}.items():
+            try:
+                eval(call)
+                found[case] = "no error"
+            except fedbench.FedbenchError as exc:
+                found[case] = "ok"
+            except TypeError as exc:
+                arg = call.split("(", 1)[1]
+                named = any(w in str(exc) for w in ("out", "seeds", "overrides", "methods",
+                                                     "config", "folder", "path"))
+                found[case] = "ok" if named else f"TypeError: {{exc}}"
+            except Exception as exc:
+                found[case] = f"{{type(exc).__name__}}: {{exc}}"
+        print(json.dumps(found))
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=ctx.fb.env(), capture_output=True, text=True
+    )
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        found = {case: f"the script failed: {proc.stderr[-200:]}" for case in API_CALLS}
+    for case, verdict in found.items():
+        ctx.tally.record("api types", case, None if verdict == "ok" else verdict[:200])
+
+
+def case_litter(ctx: Context) -> None:
+    fb, run_yaml, table = ctx.fb, str(ctx.run_yaml), str(ctx.table_yaml)
+    cat = "litter"
+    killed = killed_run(ctx, "litter-killed")
+    out = ctx.work / "litter"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(killed, out)
+    run = run_dirs(out)[0]
+    for name in ("checkpoint.json", "summary.json", "config.yaml"):
+        (run / f".{name}.4194999.deadbeef.tmp").write_text("half")
+    res = fb("train", run_yaml, "--out", str(out))
+    problem = settled(res) or (f"left {tmp_files(out)[0].name}" if tmp_files(out) else None)
+    ctx.tally.record(cat, "stale temporaries in a killed run's folder, rerun", problem)
+
+    done = ctx.folder("litter-done")
+    fb("train", run_yaml, "--out", str(done))
+    run = run_dirs(done)[0]
+    shutil.copy(run_dirs(killed)[0] / "checkpoint.pt", run / "checkpoint.pt")
+    res = fb("train", run_yaml, "--out", str(done))
+    problem = settled(res) or ("checkpoint.pt kept" if (run / "checkpoint.pt").exists() else None)
+    ctx.tally.record(cat, "a finished run holding checkpoint.pt (killed before cleanup)", problem)
+
+    rep = ctx.folder("litter-report")
+    fb("run", table, "--out", str(rep), "--preset", "quick", "--workers", "1")
+    (rep / "tiny-quick" / ".plan.json.4194999.deadbeef.tmp").write_text("half")
+    res = fb("run", table, "--out", str(rep), "--preset", "quick", "--workers", "1")
+    problem = settled(res) or (f"left {tmp_files(rep)[0].name}" if tmp_files(rep) else None)
+    ctx.tally.record(cat, "a stale .plan.json temporary, rerun", problem)
+
+    foreign = ctx.folder("litter-foreign")
+    fb("train", run_yaml, "--out", str(foreign))
+    (foreign / "runs" / "foreign").mkdir()
+    (foreign / "runs" / "foreign" / "config.yaml").write_text("- a list\n")
+    res = fb("runs", str(foreign))
+    ctx.tally.record(cat, "a foreign runs/ folder whose config is a list: runs", settled(res))
+
+    where = ctx.folder("litter-enospc")
+    fault = {"FEDBENCH_FAULT_DIR": str(where), "FEDBENCH_FAULT_BYTES": "3000"}
+    res = fb("train", run_yaml, "--out", str(where), fault=fault)
+    problem = one_clean_line(res)
+    if problem is None and ": a file;" in res.err:
+        problem = "the ENOSPC line names no path"
+    ctx.tally.record(cat, "an ENOSPC line names the path", problem)
+
+
 # --- main --------------------------------------------------------------------------------------
 
 CASES = {
@@ -1049,7 +1690,30 @@ CASES = {
     "payloads": case_payloads,
     "paths": case_paths,
     "concurrency": case_concurrency,
+    "dataloss": case_data_loss,
+    "readback": case_read_back,
+    "names": case_names,
+    "interrupts": case_interrupts,
+    "study": case_study,
+    "bombs": case_bombs,
+    "api": case_api,
+    "litter": case_litter,
 }
+
+
+def failure_kinds(failures: list[str]) -> dict[str, int]:
+    """Failures by kind: tracebacks, data lost ("LOST"), hangs ("timed out"), other."""
+    kinds = {"traceback": 0, "lost": 0, "hang": 0, "other": 0}
+    for failure in failures:
+        if "LOST" in failure:
+            kinds["lost"] += 1
+        elif "traceback" in failure.lower():
+            kinds["traceback"] += 1
+        elif "timed out" in failure:
+            kinds["hang"] += 1
+        else:
+            kinds["other"] += 1
+    return kinds
 
 
 def main() -> int:
@@ -1062,6 +1726,12 @@ def main() -> int:
     chosen = args.only.split(",") if args.only else list(CASES)
     work = Path(tempfile.mkdtemp(prefix="fedbench-faults-"))
     ctx = Context(args.root.resolve(), work, args.kills)
+    # Started in the background by a shell, this process (and so every fedbench it starts)
+    # would ignore SIGINT: the Ctrl-C cases need Python's own handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # `python -m fedbench` and `python -c` put the working folder first on sys.path: from a
+    # checkout, that would test its fedbench instead of --root's.
+    os.chdir(work)
     t0 = time.perf_counter()
     try:
         for name in chosen:
@@ -1082,12 +1752,25 @@ def main() -> int:
         "payloads executed": "payloads executed",
         "paths escaped": "paths escaped",
         "user links followed": "runs/ links placed by the user and followed (by design)",
+        "data loss": "writes that kept every complete file (model.pt, reports, tuned.yaml)",
+        "files read back": "damaged files read back: recovered or one clean line",
+        "names and paths": "hostile names and paths: handled or one clean line",
+        "interrupts": "Ctrl-C: exit 130 and one resume line (or finished)",
+        "tune store": "study store faults and tune bounds: one clean line",
+        "bombs": "resource bombs and degenerate data refused in one line",
+        "api types": "Python API wrong types: FedbenchError or a TypeError naming it",
+        "litter": "litter cleaned and smaller faults",
     }
     print(f"\nsummary ({time.perf_counter() - t0:.0f} s):")
     for key, label in labels.items():
         if key in counts:
             held, tried = counts[key]
             print(f"  {label}: {held} of {tried}")
+    kinds = failure_kinds(ctx.tally.failures)
+    print(
+        f"  failures: {kinds['traceback']} tracebacks, {kinds['lost']} data lost, "
+        f"{kinds['hang']} hangs, {kinds['other']} other"
+    )
     bad = [k for k in ("payloads executed", "paths escaped") if counts.get(k, [0])[0]]
     return 1 if ctx.tally.failures or bad else 0
 

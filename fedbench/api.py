@@ -9,6 +9,9 @@ and the same errors raised (fedbench.errors.FedbenchError for anything a user ca
 - `make_report` ........ `fedbench report DIR/<table>`: the report rebuilt from the run folders
 
 The registries (ALGORITHMS, MODELS, DATASETS, FIGURES) are exported beside them.
+
+An argument of the wrong type is a FedbenchError naming the argument and what it takes (a string
+where a list belongs is never iterated character by character).
 """
 
 from __future__ import annotations
@@ -18,12 +21,55 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from fedbench.errors import FedbenchError
+
 if TYPE_CHECKING:
     from fedbench.config import RunConfig
     from fedbench.engine.run import RunResult
     from fedbench.report.build import Report
     from fedbench.runner.launcher import Outcome
     from fedbench.runner.table_config import Plan
+
+
+def _wrong(name: str, value: Any, takes: str) -> FedbenchError:
+    return FedbenchError(f"{name} takes {takes}, not {type(value).__name__} {value!r:.80}")
+
+
+def _path(name: str, value: Any) -> Path:
+    if not isinstance(value, str | Path):
+        raise _wrong(name, value, "a path (str or pathlib.Path)")
+    return Path(value)
+
+
+def _strings(name: str, value: Any) -> list[str]:
+    """A list of strings; one string alone is refused (it would be read letter by letter)."""
+    if isinstance(value, str) or not isinstance(value, Sequence | set | frozenset):
+        raise _wrong(name, value, "a list of strings (one string: put it in a list)")
+    if not all(isinstance(item, str) for item in value):
+        bad = next(item for item in value if not isinstance(item, str))
+        raise _wrong(f"every item of {name}", bad, "a string")
+    return list(value)
+
+
+def _seeds(value: Any) -> int | list[int] | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    whole = isinstance(value, Sequence) and not isinstance(value, str)
+    if whole and all(isinstance(s, int) and not isinstance(s, bool) for s in value):
+        return list(value)
+    raise _wrong("seeds", value, "a number of seeds (int), a list of ints, or None")
+
+
+def _optional_int(name: str, value: Any) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise _wrong(name, value, "an int or None")
+
+
+def _optional_str(name: str, value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise _wrong(name, value, "a string or None")
 
 
 def load_config(
@@ -39,7 +85,8 @@ def load_config(
     """
     from fedbench.config import apply_overrides, parse_run_config, read_yaml
 
-    data = read_yaml(Path(path)) if path is not None else {}
+    overrides = _strings("overrides", overrides)
+    data = read_yaml(_path("path", path)) if path is not None else {}
     for name, section in sections.items():
         base = data.get(name)
         merge = isinstance(base, Mapping) and isinstance(section, Mapping)
@@ -61,9 +108,13 @@ def train(
 
     if isinstance(config, str | Path):
         config = load_config(config)
-    elif not isinstance(config, RunConfig):
+    elif isinstance(config, Mapping):
         config = parse_run_config(dict(config))
-    return train_run(config, Path(out), save_model=save_model)
+    elif not isinstance(config, RunConfig):
+        raise _wrong("config", config, "a RunConfig, a mapping of sections, or a YAML file's path")
+    if not isinstance(save_model, bool):
+        raise _wrong("save_model", save_model, "True or False")
+    return train_run(config, _path("out", out), save_model=save_model)
 
 
 @dataclass
@@ -97,15 +148,19 @@ def run_table(
     from fedbench.report.build import build_report
     from fedbench.runner.sweep import make_plan, run_sweep
 
+    if not isinstance(name, str):
+        raise _wrong("name", name, "a table or ablation name, or a table config's path (str)")
+    if kind not in ("table", "ablation"):
+        raise _wrong("kind", kind, "'table' or 'ablation'")
     plan = make_plan(
         name,
         kind,
-        preset=preset,
-        seeds=seeds,
-        methods=list(methods) if methods is not None else None,
-        overrides=list(overrides),
+        preset=_optional_str("preset", preset),
+        seeds=_seeds(seeds),
+        methods=_strings("methods", methods) if methods is not None else None,
+        overrides=_strings("overrides", overrides),
     )
-    result = run_sweep(plan, Path(out), workers=workers)
+    result = run_sweep(plan, _path("out", out), workers=_optional_int("workers", workers))
     return TableResult(plan, result.folder, result.outcomes, build_report(result.folder))
 
 
@@ -114,4 +169,4 @@ def make_report(folder: str | Path, *, metrics: Sequence[str] = ()) -> Report:
     `metrics` adds further metrics.jsonl columns (e.g. client_drift)."""
     from fedbench.report.build import build_report
 
-    return build_report(Path(folder), metrics=list(metrics))
+    return build_report(_path("folder", folder), metrics=_strings("metrics", metrics))

@@ -56,7 +56,8 @@ class DataConfig(Strict):
     path: str | None = None
     download: bool = True
     augment: bool = True
-    image_size: int | None = Field(default=None, gt=0)
+    #: Bounded: a 100000-pixel side would allocate terabytes before anything trains.
+    image_size: int | None = Field(default=None, gt=0, le=4096)
     users: UsersConfig = Field(default_factory=UsersConfig)
     #: A validation split held out of the training data (seeded by partition.seed, the same for
     #: every run seed and trial): evaluation then uses it instead of the test set. `fedbench tune`

@@ -24,6 +24,14 @@ HINTS = {
     errno.EACCES: "no permission; give a writable folder with --out (or fix its permissions)",
     errno.EPERM: "not permitted; give a writable folder with --out (or fix its permissions)",
     errno.EIO: "the disk reported an I/O error; check it, then rerun the same command",
+    # Something stands where fedbench writes: a folder in place of a file, a file in place of
+    # a folder (--out, OUT/runs, a run folder), or a name the file system cannot hold.
+    errno.EISDIR: "a folder stands where fedbench writes a file; remove or rename it",
+    errno.ENOTDIR: "a file stands where fedbench needs a folder; remove or rename it, or give "
+    "another --out",
+    errno.EEXIST: "a file stands where fedbench needs a folder; remove or rename it, or give "
+    "another --out",
+    errno.ENAMETOOLONG: "the path is too long for the file system; use a shorter --out",
 }
 
 
@@ -31,7 +39,7 @@ def disk_error_line(exc: OSError) -> str | None:
     """The one-line message for a disk fault, or None for any other OSError."""
     if exc.errno not in HINTS:
         return None
-    where = exc.filename if exc.filename is not None else "a file"
+    where = exc.filename if exc.filename is not None else "(the file system did not say which file)"
     reason = exc.strerror or os.strerror(exc.errno)
     return f"{reason} ({errno.errorcode[exc.errno]}): {where}; {HINTS[exc.errno]}"
 

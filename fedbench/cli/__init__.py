@@ -4,7 +4,7 @@ inspecting, privacy, benchmarking) over one app (`base`) and one set of shared o
 prints what it returns."""
 
 from fedbench.cli import benchmarking, inspecting, privacy, reporting, running
-from fedbench.cli.base import app, console, err_console, main
+from fedbench.cli.base import app, console, err_console, interruptible, main
 
 #: The commands in the order `fedbench --help` lists them.
 COMMANDS = {
@@ -23,6 +23,6 @@ COMMANDS = {
     "list": inspecting.list_,
 }
 for _name, _command in COMMANDS.items():
-    app.command(_name)(_command)
+    app.command(_name)(interruptible(_command))
 
 __all__ = ["COMMANDS", "app", "console", "err_console", "main"]

@@ -1,9 +1,10 @@
 """The Typer app, its two consoles, drawing a listing, and the console entry point `main`."""
 
+import functools
 import shlex
 import sys
-from collections.abc import Sequence
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -78,12 +79,42 @@ def resume_command() -> str:
     return shlex.join(["fedbench", *sys.argv[1:]])
 
 
+def interruptible(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with a Ctrl-C anywhere in it ending as one line with the command that resumes
+    and exit code 130 (Typer alone exits 130 silently). The commands that train raise their own
+    Interrupted, which says how far they got; elsewhere every file is written atomically
+    (fedbench.files), so nothing is half-written and running the command again carries on."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, **kwargs: Any) -> None:
+        try:
+            command(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "interrupted; finished work is kept and nothing is half-written; resume: "
+                f"{resume_command()}"
+            ) from None
+
+    return wrapped
+
+
+def _printable_streams() -> None:
+    """Under a locale that cannot encode what fedbench prints (LC_ALL=C: ASCII), a character such
+    as `±` is printed as `?` instead of failing after the work is done (files are UTF-8 anyway:
+    fedbench.files)."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding not in ("utf8", "utf16", "utf32") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
 def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2.
 
     Typer's own usage errors (unknown option, missing argument) also exit with code 2, and so
     does a full or read-only disk (one line, fedbench.os_errors).
     """
+    _printable_streams()
     try:
         app()
     except FedbenchError as exc:

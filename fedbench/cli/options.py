@@ -83,8 +83,23 @@ def preset_option(help: str = "A named preset of the table, e.g. quick.") -> Any
     return typer.Option("--preset", help=help)
 
 
-def out_option(help: str = "Output folder (runs/ and the table folder).") -> Any:
-    return typer.Option("--out", help=help)
+def out_option(
+    help: str = "Output folder (runs/ and the table folder).", folder: bool = True
+) -> Any:
+    """--out; a `folder` (the default: every command but `plot`) is checked before anything runs:
+    an existing file there, or below it, is one line instead of a failure after training."""
+    return typer.Option("--out", help=help, callback=check_out_folder if folder else None)
+
+
+def check_out_folder(value: Path) -> Path:
+    """--out must be a folder or not exist yet; no part of it may be an existing file."""
+    from fedbench.errors import FedbenchError
+
+    for path in (value, *value.parents):
+        if path.exists() and not path.is_dir():
+            where = "is a file" if path == value else f"is below the file {path}"
+            raise FedbenchError(f"--out {value} {where}; give a folder (it is created if missing)")
+    return value
 
 
 def workers_option(

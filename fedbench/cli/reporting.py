@@ -86,7 +86,7 @@ def plot(
     metric: Annotated[
         str, metric_option("A metrics.jsonl column, e.g. test_acc, train_loss.")
     ] = "test_acc",
-    out: Annotated[Path, out_option("The PNG to write.")] = Path("plot.png"),
+    out: Annotated[Path, out_option("The PNG to write.", folder=False)] = Path("plot.png"),
     root: Annotated[
         Path, typer.Option("--root", help="Output folder whose runs/ holds run ids.")
     ] = Path("results"),

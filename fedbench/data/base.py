@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from fedbench.config import DataConfig
+from fedbench.errors import FedbenchError
 from fedbench.registry import Registry
 
 #: A train-time augmentation: (batch, generator) -> augmented batch, on the batch's device.
@@ -88,4 +89,30 @@ def load_dataset(cfg: DataConfig) -> Dataset:
     data = DATASETS.get(cfg.name)(cfg)
     if data.source is None:
         data = replace(data, source=resolved_location(cfg))
+    check_dataset(data, cfg)
     return data
+
+
+#: Classes a dataset may have beyond its samples: a label far above the number of samples (a
+#: stray 10**9) would size the model's output layer, and every per-class array, by it.
+MAX_CLASSES_PER_SAMPLE = 10
+MIN_CLASS_ALLOWANCE = 1_000
+
+
+def check_dataset(data: Dataset, cfg: DataConfig) -> None:
+    """Refuse degenerate data in one line, before a model or a partition is sized by it: no
+    training or test samples, or labels far beyond the number of samples."""
+    where = f"data.name {cfg.name}" + (f" ({cfg.path})" if cfg.path else "")
+    n_test = int(data.y_test.shape[0])
+    if data.n_train == 0 or n_test == 0:
+        raise FedbenchError(
+            f"{where} has {data.n_train} training and {n_test} test samples; both splits need "
+            "at least one sample"
+        )
+    allowed = max(MIN_CLASS_ALLOWANCE, MAX_CLASSES_PER_SAMPLE * (data.n_train + n_test))
+    if data.num_classes > allowed:
+        raise FedbenchError(
+            f"{where} has labels up to {data.num_classes - 1:,} for {data.n_train + n_test:,} "
+            f"samples (at most {allowed:,} classes are accepted); labels must be class indices "
+            "0..K-1: renumber them"
+        )

@@ -46,6 +46,11 @@ def npz(cfg: DataConfig) -> Dataset:
     y_test = data["y_test"].astype(np.int64).reshape(-1)
     if len(y_train) != len(data["x_train"]) or len(y_test) != len(data["x_test"]):
         raise FedbenchError(f"{path}: x and y arrays have different lengths")
+    if y_train.size == 0 or y_test.size == 0:  # before any reduction over the labels
+        raise FedbenchError(
+            f"{path} has {y_train.size} training and {y_test.size} test samples; both splits "
+            "need at least one sample"
+        )
     if min(y_train.min(), y_test.min()) < 0:
         raise FedbenchError(f"{path}: labels must be integers >= 0")
     client_train = data.get("client_train")

@@ -29,6 +29,7 @@ import torch
 import yaml
 
 from fedbench.errors import FedbenchError
+from fedbench.files import write_json
 
 #: Client steps of FedAdamW Table 1: 8 methods x 2 models x 2 splits x 5 seeds = 160 runs.
 TABLE1_CLIENT_STEPS = 160 * 300 * 10 * 50
@@ -170,7 +171,7 @@ def run_suite(
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{slug(name)}.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(path, result)  # atomic: a full disk keeps the previous results
     return path, result
 
 

@@ -13,7 +13,6 @@ A failed write (a full disk) removes its temp file, so that it does not keep the
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import time
@@ -24,6 +23,8 @@ from typing import Any, BinaryIO
 import torch
 
 from fedbench.engine.run_folder import utc_text, write_json_atomic
+from fedbench.files import write_file
+from fedbench.readback import BadFile, Checksum, read_json_dict
 
 log = logging.getLogger("fedbench")
 
@@ -37,14 +38,15 @@ class _HashingWriter:
         self.fh = fh
         self.sha256 = hashlib.sha256()
         self.size = 0
-        #: The OSError of a failed write (a full disk): torch's C++ writer reports it only as a
-        #: RuntimeError about the file position, so save_checkpoint raises this one instead.
-        self.error: OSError | None = None
+        #: What stopped a write: an OSError (a full disk) or a Ctrl-C. torch's C++ writer reports
+        #: either only as a RuntimeError about the file position, so save_checkpoint raises this
+        #: one instead (a Ctrl-C stays a Ctrl-C: one line and exit 130, not a failed run).
+        self.error: BaseException | None = None
 
     def write(self, data: bytes) -> int:
         try:
             written = self.fh.write(data)
-        except OSError as exc:
+        except BaseException as exc:
             self.error = exc
             raise
         self.sha256.update(data)
@@ -60,24 +62,22 @@ def checksum_path(path: Path) -> Path:
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            writer = _HashingWriter(fh)
-            try:
-                torch.save(state, writer)
-            except RuntimeError:
-                if writer.error is not None:
-                    raise writer.error from None
-                raise
-            fh.flush()
-            os.fsync(fh.fileno())
-        # The data first, then its checksum: a crash between the two renames leaves a pair that
-        # does not match, which loads as "corrupt" (a restart), never as a wrong resume.
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Write `state` to `path` (fedbench.files.write_file: atomic) and its checksum file."""
+    writers: list[_HashingWriter] = []
+
+    def dump(fh: BinaryIO) -> None:
+        writers.append(writer := _HashingWriter(fh))
+        try:
+            torch.save(state, writer)
+        except RuntimeError:
+            if writer.error is not None:
+                raise writer.error from None
+            raise
+
+    # The data first, then its checksum: a crash between the two renames leaves a pair that
+    # does not match, which loads as "corrupt" (a restart), never as a wrong resume.
+    write_file(path, dump)
+    writer = writers[0]
     write_json_atomic(
         checksum_path(path),
         {
@@ -100,13 +100,11 @@ def file_sha256(path: Path) -> str:
 def _problem(path: Path) -> str | None:
     """Why the checkpoint at `path` cannot be trusted, or None when its checksum matches."""
     try:
-        expected = json.loads(checksum_path(path).read_text())
+        expected = read_json_dict(checksum_path(path), Checksum, fix="")
     except FileNotFoundError:
         return f"its checksum file {checksum_path(path).name} is missing"
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return f"its checksum file {checksum_path(path).name} is unreadable"
-    if not isinstance(expected, dict):
-        return f"its checksum file {checksum_path(path).name} holds no checksum record"
+    except BadFile as bad:
+        return f"its checksum file {checksum_path(path).name} is unusable ({bad.what})"
     size = path.stat().st_size
     if size != expected.get("bytes"):
         return f"it has {size} bytes where {expected.get('bytes')} were written"
@@ -123,9 +121,9 @@ def load_checkpoint(
     `check(state)` says what is wrong with a state that loaded (None: nothing); it runs before
     the caller touches anything, so a refused checkpoint costs a restart, never data.
     """
-    if not path.is_file():
+    if not path.exists():
         return None
-    problem = _problem(path)
+    problem = "it is a folder, not a file" if path.is_dir() else _problem(path)
     if problem is None:
         try:
             state = torch.load(path, map_location=device, weights_only=True)
@@ -136,6 +134,10 @@ def load_checkpoint(
             if problem is None:
                 return state
     aside = path.with_name(path.name + ".corrupt")
+    if aside.is_dir():
+        import shutil
+
+        shutil.rmtree(aside)
     os.replace(path, aside)
     checksum_path(path).unlink(missing_ok=True)
     log.warning(

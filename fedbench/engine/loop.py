@@ -8,6 +8,7 @@ import dataclasses
 import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,6 +42,7 @@ from fedbench.engine.schedule import (
 )
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
+from fedbench.files import write_file
 from fedbench.models.representation import represent_with, representation_split
 from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
@@ -117,6 +119,9 @@ class Engine:
         self.train_eval_idx = torch.as_tensor(subset, device=setup.device)
         self.metrics_rows = 0
         self.elapsed_before = 0.0
+        #: Where the final model goes (`--save-model`), written before the summary: a run is
+        #: finished only with its model.pt in place, so a kill while writing it is resumed.
+        self.model_file: Path | None = None
 
     # --- state ----------------------------------------------------------------------------------
     def _load_global(self) -> None:
@@ -145,7 +150,7 @@ class Engine:
     def _resume(self) -> int:
         ckpt = load_checkpoint(self.folder.checkpoint, self.setup.device, self._checkpoint_problem)
         if ckpt is None:
-            self.folder.metrics.write_text("")
+            write_file(self.folder.metrics, "")
             return 0
         clients = {int(k): to_device(v, self.state_device) for k, v in ckpt["clients"].items()}
         line = self.folder.resuming_line()
@@ -403,6 +408,10 @@ class Engine:
                 "python": platform.python_version(),
             },
         }
+        if status == "completed" and self.model_file is not None:
+            self._load_global()
+            weights = self.setup.model.state_dict()
+            write_file(self.model_file, lambda fh: torch.save(weights, fh))
         self.folder.write_summary(summary)
         remove_checkpoint(self.folder.checkpoint)
         return summary

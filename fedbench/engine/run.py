@@ -12,11 +12,14 @@ from rich.console import Console
 
 from fedbench.config import RunConfig
 from fedbench.data.partition import write_partition
+from fedbench.engine.checkpoint import remove_checkpoint
 from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from fedbench.errors import FedbenchError
+from fedbench.files import remove_stale_temporaries
 
 
 @dataclass
@@ -57,19 +60,48 @@ def train(
     """
     folder = RunFolder.for_config(out, cfg)
     if folder.is_finished():
-        return RunResult(folder.path, "skipped", folder.read_summary() or {})
+        return _finished(folder, save_model)
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
     check_loggers(cfg.runtime.loggers)
     with folder.lock(wait=wait):
         if folder.is_finished():  # another process finished it while we waited
-            return RunResult(folder.path, "skipped", folder.read_summary() or {})
+            return _finished(folder, save_model)
         return _train_locked(setup, folder, save_model, console)
+
+
+def _finished(folder: RunFolder, save_model: bool) -> RunResult:
+    """A finished run, read back: what a kill after its summary left is cleaned up (its
+    checkpoint, temporaries), and a model.pt asked for must be there and readable."""
+    summary = folder.read_summary() or {}
+    remove_checkpoint(folder.checkpoint)
+    remove_stale_temporaries(folder.path)
+    if save_model and summary.get("status") == "completed":
+        problem = model_problem(folder.model)
+        if problem is not None:
+            raise FedbenchError(
+                f"run {folder.path.name} is finished, but its model.pt {problem}, and the final "
+                f"weights are kept only in model.pt; remove {folder.path} and rerun with "
+                "--save-model to train it again"
+            )
+    return RunResult(folder.path, "skipped", summary)
+
+
+def model_problem(path: Path) -> str | None:
+    """Why model.pt at `path` is not a readable state dict (None: it is)."""
+    if not path.is_file():
+        return "is missing" if not path.exists() else "is not a file"
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated, or not a torch file
+        return f"is unreadable ({type(exc).__name__})"
+    return None if isinstance(state, dict) else "holds no state dict"
 
 
 def _train_locked(
     setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
 ) -> RunResult:
     cfg = setup.cfg
+    folder.set_aside_bad_files()
     folder.create(cfg, setup.data.source)
     folder.start_attempt()
     write_partition(
@@ -79,6 +111,7 @@ def _train_locked(
         setup.data.num_classes,
     )
     engine = select_engine(setup, folder, console)
+    engine.model_file = folder.model if save_model else None
     folder.loggers = open_loggers(cfg.runtime.loggers, folder.path, cfg.to_dict())
     try:
         summary = engine.run()
@@ -95,7 +128,4 @@ def _train_locked(
     finally:
         for logger in folder.loggers:
             logger.close()
-    if save_model and summary["status"] == "completed":
-        engine._load_global()
-        torch.save(setup.model.state_dict(), folder.model)
     return RunResult(folder.path, summary["status"], summary)

@@ -14,10 +14,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import socket
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,7 +27,9 @@ import yaml
 from fedbench.config import RunConfig
 from fedbench.engine.loggers import MetricLogger
 from fedbench.errors import FedbenchError
+from fedbench.files import remove_stale_temporaries, safe_name, write_file, write_json
 from fedbench.metrics_log import read_rows, truncate
+from fedbench.readback import Attempt, BadFile, Summary, read_json_dict, read_text, set_aside
 from fedbench.yaml_safe import load_yaml
 
 #: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
@@ -52,34 +52,9 @@ _READER_GRACE_S = 1.0
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON under a temp name, then rename: readers see the old file or the new one.
-
-    The temp name is unique per process, so two sweeps writing the same file cannot rename each
-    other's half-written temp file into place.
-    """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    write_atomic(tmp, path, json.dumps(data, indent=2) + "\n")
-
-
-def write_atomic(tmp: Path, path: Path, text: str) -> None:
-    """Write `text` to `tmp`, then rename it to `path`; a failed write (a full or read-only
-    disk) removes `tmp` and raises: no half-written temp file is left behind."""
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def safe_name(label: str) -> str:
-    """`label` as one file-name component that cannot leave its parent folder.
-
-    Anything but letters, digits and `._-` becomes `-`, and leading/trailing dots and dashes go,
-    so "../x" is "x", "a/b" is "a-b" and "" or ".." is "unnamed".
-    """
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", label).strip(".-")
-    return name or "unnamed"
+    """Write JSON atomically (fedbench.files.write_json): readers see the old file or the new
+    one, and a failed write leaves no temporary behind."""
+    write_json(path, data)
 
 
 def child_folder(root: Path, label: str) -> Path:
@@ -125,30 +100,67 @@ class RunFolder:
         return cls(child_folder(out / "runs", cfg.run_id()))
 
     def read_summary(self) -> dict[str, Any] | None:
-        if not self.summary.is_file():
-            return None
+        """summary.json, validated (fedbench.readback.Summary); None when there is none.
+        A bad one (not JSON, not a summary) raises BadFile."""
         try:
-            return json.loads(self.summary.read_text())
-        except json.JSONDecodeError:
+            return read_json_dict(self.summary, Summary, fix=self.retrain_hint)
+        except FileNotFoundError:
             return None
 
+    @property
+    def retrain_hint(self) -> str:
+        return f"rerun the command that trained it to train it again, or remove {self.path}"
+
     def is_finished(self) -> bool:
-        summary = self.read_summary()
-        return summary is not None and summary.get("status") in FINAL_STATUSES
+        """Whether the run has a final summary and a metrics.jsonl that reads back. A bad one
+        is not finished: the run is trained again, and the file is set aside by
+        `set_aside_bad_files` when it starts."""
+        try:
+            summary = self.read_summary()
+            if summary is None or summary.get("status") not in FINAL_STATUSES:
+                return False
+            read_rows(self.metrics, strict=True)
+        except BadFile:
+            return False
+        return True
+
+    def set_aside_bad_files(self) -> None:
+        """Before an attempt (holding the lock): run files that do not read back are moved to
+        `<name>.corrupt` with a warning, and stale temporaries of killed writers removed; the
+        run is then trained again from what is left (its checkpoint, if that one is sound)."""
+        remove_stale_temporaries(self.path)
+        # The checkpoint's temporary as earlier versions named it (one per folder).
+        (self.path / "checkpoint.pt.tmp").unlink(missing_ok=True)
+        for path, schema in ((self.summary, Summary), (self.attempt, Attempt)):
+            try:
+                read_json_dict(path, schema, fix="")
+            except FileNotFoundError:
+                continue
+            except BadFile as problem:
+                set_aside(path, problem, "training the run again")
+        for path in (self.metrics, self.checkpoint):
+            if path.is_dir():
+                set_aside(path, BadFile(path, "is a folder, not a file", ""), "training again")
+        try:
+            read_rows(self.metrics, strict=True)
+        except BadFile as problem:  # a bad row before the end: not a torn line of a kill
+            set_aside(self.metrics, problem, "training the run again")
 
     def create(self, cfg: RunConfig, data_source: str | None = None) -> None:
         """config.yaml: the resolved run config (loadable by `fedbench train`), headed by a
         comment that records where the data was read from (data.root/path may be unset)."""
         self.path.mkdir(parents=True, exist_ok=True)
         header = f"# data read from: {data_source}\n" if data_source else ""
-        tmp = self.config.with_name(f".{self.config.name}.{os.getpid()}.tmp")
-        write_atomic(tmp, self.config, header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+        write_file(self.config, header + yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
     def data_source(self) -> str | None:
         """The data location recorded in config.yaml's header (None if absent)."""
         if not self.config.is_file():
             return None
-        first = self.config.read_text().split("\n", 1)[0]
+        try:
+            first = read_text(self.config, fix="").split("\n", 1)[0]
+        except BadFile:
+            return None
         prefix = "# data read from: "
         return first[len(prefix) :] if first.startswith(prefix) else None
 
@@ -163,10 +175,15 @@ class RunFolder:
             truncate(self.metrics, lines)
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        with open(self.metrics, "a") as fh:
-            fh.write(json.dumps(row) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(self.metrics, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            if exc.filename is None:  # a failed write(2) names no file; the error line should
+                exc.filename = str(self.metrics)
+            raise
         for logger in self.loggers:
             logger.log(row)
 
@@ -174,11 +191,16 @@ class RunFolder:
         """Ask the run training in this folder to end after its next evaluation (status
         `stopped`); any process that sees the folder can ask, e.g. a tuner pruning a trial."""
         self.path.mkdir(parents=True, exist_ok=True)
-        self.stop.write_text(reason + "\n")
+        write_file(self.stop, reason + "\n")
 
     def stop_requested(self) -> str | None:
         """The reason of a pending stop request, or None."""
-        return self.stop.read_text().strip() or "stop requested" if self.stop.is_file() else None
+        if not self.stop.is_file():
+            return None
+        try:
+            return read_text(self.stop, fix="").strip() or "stop requested"
+        except (BadFile, FileNotFoundError):
+            return "stop requested"
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary, summary)
@@ -199,13 +221,15 @@ class RunFolder:
         """(round, when it was written) of the checkpoint, from its checksum file (cheap: the
         checkpoint itself is not read); None without a checkpoint or a readable checksum file.
         The time is the one recorded at writing, else the file's modification time, in UTC."""
+        from fedbench.readback import Checksum
+
         meta_path = self.checkpoint.with_suffix(".json")
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = read_json_dict(meta_path, Checksum, fix="")
             mtime = self.checkpoint.stat().st_mtime
-        except (OSError, ValueError):
+        except (OSError, BadFile):
             return None
-        if not isinstance(meta, dict) or not isinstance(meta.get("round"), int):
+        if meta.get("round") is None:
             return None
         written = meta.get("written") or utc_text(mtime)
         return meta["round"], str(written)
@@ -278,7 +302,7 @@ class RunFolder:
 
     def start_attempt(self) -> int:
         """Record a new attempt at this run (call it holding the lock); return its number."""
-        previous = _read_json(self.attempt) or {}
+        previous = _read_attempt(self.attempt)
         number = int(previous.get("attempts", 0)) + 1
         write_json_atomic(
             self.attempt,
@@ -292,12 +316,12 @@ class RunFolder:
         return number
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_attempt(path: Path) -> dict[str, Any]:
+    """attempt.json, validated; {} when absent or bad (it is rewritten by the next attempt)."""
     try:
-        data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
+        return read_json_dict(path, Attempt, fix="")
+    except (FileNotFoundError, BadFile):
+        return {}
 
 
 @dataclass(frozen=True)
@@ -326,8 +350,11 @@ def run_status(path: Path) -> RunStatus:
     interrupted (resumable); nothing at all is pending.
     """
     folder = RunFolder(path)
-    attempt = _read_json(folder.attempt) or {}
-    summary = folder.read_summary() or {}
+    attempt = _read_attempt(folder.attempt)
+    try:
+        summary = folder.read_summary() or {}
+    except BadFile:
+        summary = {}  # trained again by the next sweep (fedbench runs says which file is bad)
     config = _read_yaml(folder.config)
     rows = _last_round(folder.metrics)
     common = {
@@ -352,20 +379,12 @@ def run_status(path: Path) -> RunStatus:
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:
     try:
-        data = load_yaml(path.read_text())
-    except (FileNotFoundError, yaml.YAMLError):
+        data = load_yaml(read_text(path, fix=""))
+    except (FileNotFoundError, BadFile, yaml.YAMLError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def _last_round(metrics: Path) -> int | None:
-    try:
-        lines = metrics.read_text().splitlines()
-    except FileNotFoundError:
-        return None
-    for line in reversed(lines):
-        try:
-            return int(json.loads(line)["round"])
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue  # a line being written right now
-    return None
+    rows = read_rows(metrics)  # validated rows; a line being written right now is not one
+    return int(rows[-1]["round"]) if rows else None

@@ -18,12 +18,15 @@ if TYPE_CHECKING:
 
 
 class EscapeSettings(FigureSettings):
-    trials: int = Field(default=4000, ge=1, description="particles per k and optimiser")
-    rounds: int = Field(default=2000, ge=1)
+    # Bounded: every trial is a particle held in memory for every k and optimiser.
+    trials: int = Field(
+        default=4000, ge=1, le=1_000_000, description="particles per k and optimiser"
+    )
+    rounds: int = Field(default=2000, ge=1, le=1_000_000)
     #: Sharpness values; None: eight, geometric over [1, 16] (more than a decade).
     ks: list[float] | None = None
     prefactor: Literal["fitted", "none"] = "fitted"
-    bootstrap: int = Field(default=1000, ge=10)
+    bootstrap: int = Field(default=1000, ge=10, le=1_000_000)
     min_neg_log_gamma: float = Field(default=2.5, ge=0)
 
     @field_validator("ks")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field, model_validator
 
+from fedbench.engine.run_folder import RunFolder
 from fedbench.figures.base import Claim, Figure, FigureContext, FigureData, FigureSettings
 from fedbench.figures.registry import FIGURES
 from fedbench.figures.stats import exceeds, welch
@@ -163,8 +164,8 @@ class FedAdamWFig1(Figure):
                 for lr, folder in zip(
                     grid, context.train(configs, allow_diverged=True), strict=True
                 ):
-                    summary = json.loads((folder / "summary.json").read_text())
-                    acc = summary.get("final", {}).get("test_acc")
+                    summary = RunFolder(folder).read_summary() or {}  # validated
+                    acc = (summary.get("final") or {}).get("test_acc")
                     ok = summary.get("status") == "completed" and acc is not None
                     scores[str(lr)] = float(acc) if ok else None
                     for record in read_metrics(folder):

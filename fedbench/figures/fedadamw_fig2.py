@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
+from fedbench.engine.run_folder import RunFolder
 from fedbench.figures.base import Claim, Figure, FigureContext, FigureData, FigureSettings
 from fedbench.figures.registry import FIGURES
 from fedbench.figures.stats import exceeds, ratio
+from fedbench.metrics_log import read_rows
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as MplFigure
@@ -200,9 +202,9 @@ class DiagnosticsFigure(Figure):
 
 
 def read_metrics(folder: Path) -> list[dict[str, Any]]:
-    """The rows of a run folder's metrics.jsonl."""
-    path = folder / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The rows of a finished run folder's metrics.jsonl (validated: a bad row is one line)."""
+    run = RunFolder(folder)
+    return read_rows(run.metrics, strict=True, fix=run.retrain_hint)
 
 
 def run_means(table: Any, metric: str, cell: tuple[str, str]) -> list[float]:

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from fedbench.errors import FedbenchError
 from fedbench.figures.base import Claim, Figure, FigureContext, FigureSettings
+from fedbench.files import remove_stale_temporaries, save_figure, write_file
 
 if TYPE_CHECKING:
     from fedbench.runner.smoke.check import FigureSmoker
@@ -88,10 +89,12 @@ def make_figure(
     claims = figure.claims(data, settings)
     drawn = figure.draw(data, settings)
     files = [folder / f"{name}.png", folder / f"{name}.pdf", folder / f"{name}.csv"]
-    drawn.savefig(files[0], dpi=150, bbox_inches="tight")
-    drawn.savefig(files[1], bbox_inches="tight")
+    # Each file atomically (fedbench.files): a full disk or a kill keeps the previous figure.
+    remove_stale_temporaries(folder)
+    save_figure(drawn, files[0], dpi=150, bbox_inches="tight")
+    save_figure(drawn, files[1], bbox_inches="tight")
     plt.close(drawn)
-    data.table.to_csv(files[2], index=False)
+    write_file(files[2], data.table.to_csv(index=False))
     record = {
         "figure": name,
         "paper": figure_cls.paper,
@@ -103,5 +106,5 @@ def make_figure(
         "extra": data.extra,
     }
     files.append(folder / "claims.json")
-    files[-1].write_text(json.dumps(record, indent=2, default=str) + "\n")
+    write_file(files[-1], json.dumps(record, indent=2, default=str) + "\n")
     return FigureOutput(name, folder, files, claims)

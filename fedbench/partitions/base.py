@@ -84,7 +84,17 @@ def client_size(n: int, settings: PartitionSettings, *, reuse: bool = False) -> 
             f"partition.samples_per_client {size} x {settings.clients} clients exceeds the {n} "
             "training samples; lower samples_per_client or clients"
         )
+    if reuse and size * settings.clients > MAX_REUSE * n:
+        raise FedbenchError(
+            f"partition.samples_per_client {size:,} x {settings.clients} clients is "
+            f"{size * settings.clients:,} samples, more than {MAX_REUSE} times the {n:,} "
+            "training samples (each would be reused that often); lower samples_per_client"
+        )
     return size
+
+
+#: How often a partition that reuses samples (dirichlet_equal) may use each one, on average.
+MAX_REUSE = 100
 
 
 def class_pools_and_mixes(task: PartitionTask) -> tuple[list[np.ndarray], np.ndarray]:

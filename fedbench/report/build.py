@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Group
 
+from fedbench.files import remove_stale_temporaries, write_file
 from fedbench.report.collect import (
     collect,
     paper_configs,
@@ -192,11 +193,13 @@ def build_report(
         csv_prefix=setting.dataset_prefix(keys, ran_by_column, paper_by_column),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
-    setting.long(summary).to_csv(files[0], index=False)
-    to_wide(view).to_csv(files[1], index=False)
-    files[2].write_text(to_markdown(view))
+    # Each file atomically (fedbench.files): a full disk or a kill keeps the previous report.
+    remove_stale_temporaries(folder)
+    write_file(files[0], setting.long(summary).to_csv(index=False))
+    write_file(files[1], to_wide(view).to_csv(index=False))
+    write_file(files[2], to_markdown(view))
     label = re.sub(r"[^A-Za-z0-9:-]+", "-", folder.name)
-    files[3].write_text(to_latex(view, label, paper_numbers=paper_numbers))
+    write_file(files[3], to_latex(view, label, paper_numbers=paper_numbers))
     column_titles = {s: labels[s][0] for s in labels}
     if plot_curves(curves, folder / "curves.png", view, column_titles, list(table.methods)):
         files.append(folder / "curves.png")

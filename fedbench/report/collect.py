@@ -11,9 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from fedbench.engine.run_folder import child_folder
+from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
+from fedbench.readback import read_plan_file
 from fedbench.runner.table_config import (
     DIAGNOSTIC_METRICS,
     METRICS,
@@ -42,7 +43,7 @@ def read_plan(folder: Path) -> dict[str, Any]:
             f"{folder} is not a table folder (no {PLAN_FILE}); give DIR/<table>[-<preset>] "
             "written by `fedbench run` or `fedbench ablate`"
         )
-    return json.loads(path.read_text())
+    return read_plan_file(path)  # validated: a bad plan.json is one line (BadFile)
 
 
 def plan_table(plan: dict[str, Any]) -> TableConfig:
@@ -98,12 +99,8 @@ def collect(
     records, curve_rows = [], []
     for run in plan["runs"]:
         run_dir = child_folder(runs_root, run["run_id"])
-        summary = None
-        if (run_dir / "summary.json").is_file():
-            try:
-                summary = json.loads((run_dir / "summary.json").read_text())
-            except json.JSONDecodeError:
-                summary = None
+        folder = RunFolder(run_dir)
+        summary = folder.read_summary()  # validated: a bad one is one line (BadFile)
         status = (summary or {}).get("status") or run.get("status") or "missing"
         if status == "planned":
             status = "missing"
@@ -119,7 +116,7 @@ def collect(
             # rounds_to_target: "not reached in R rounds" needs R.
             "rounds": (summary or {}).get("rounds"),
         }
-        rows = read_rows(run_dir / "metrics.jsonl") if summary else []
+        rows = read_rows(folder.metrics, strict=True, fix=folder.retrain_hint) if summary else []
         for metric in table.metrics:
             if metric in ("test_acc", "train_loss", "test_loss"):
                 record[metric] = statistic(rows, metric, table.report, table.last_k)

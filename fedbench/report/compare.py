@@ -20,6 +20,7 @@ from rich.table import Table
 
 from fedbench.errors import FedbenchError
 from fedbench.report.collect import (
+    PLAN_FILE,
     collect,
     plan_table,
     read_plan,
@@ -108,9 +109,19 @@ def _match_row(spec: str, row: str, rows: list[str]) -> str:
     raise FedbenchError(f"{spec}: no row {row!r}{did_you_mean(row, rows)}; rows: {'; '.join(rows)}")
 
 
+def split_side(spec: str) -> tuple[str, str, str]:
+    """`FOLDER:ROW` at the ':' after which FOLDER is a table folder (a folder name and a row
+    label may both hold ':'): the last such ':', else the last ':' (the error then names it)."""
+    cuts = [i for i, c in enumerate(spec) if c == ":"]
+    for i in reversed(cuts):
+        if (Path(spec[:i]) / PLAN_FILE).is_file():
+            return spec[:i], ":", spec[i + 1 :]
+    return spec.rpartition(":") if cuts else (spec, "", "")
+
+
 def read_side(spec: str, metric: str) -> Side:
     """`FOLDER:ROW` -> the row's completed per-seed values of `metric`, by column."""
-    folder_text, sep, row = spec.partition(":")
+    folder_text, sep, row = split_side(spec)
     if not sep or not row.strip() or not folder_text:
         raise FedbenchError(
             f"{spec!r}: give a side as FOLDER:ROW, e.g. results/table1-quick:FedAvg"

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from fedbench.files import save_figure
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -116,7 +118,7 @@ def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
 
 def _save(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
 
 
 def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,13 @@ from rich import box
 from rich.table import Table
 
 from fedbench.config import parse_override, read_yaml
+from fedbench.engine.run_folder import RunFolder
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
+from fedbench.readback import BadFile
 from fedbench.report.ran import KEY_FORMATS, flatten, value_label
+
+log = logging.getLogger("fedbench")
 
 #: Config fields that never tell runs apart in a listing: where the same data is read from.
 IGNORED = ("data.root", "data.path", "data.download")
@@ -44,11 +49,25 @@ def find_run_folders(root: Path) -> list[Path]:
     return folders
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_summary(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(summary.json validated, None), or (None, why it is unusable); (None, None) without one.
+    A finished run's metrics.jsonl is read strictly too: no writer appends to it any more."""
     try:
-        return json.loads(path.read_text()) if path.is_file() else None
-    except json.JSONDecodeError:
-        return None
+        summary = RunFolder(folder).read_summary()
+        if summary is not None:
+            read_rows(folder / "metrics.jsonl", strict=True)
+        return summary, None
+    except BadFile as bad:
+        return None, f"{bad.path.name} {bad.what}"
+
+
+def _read_config(folder: Path) -> tuple[dict[str, Any], str | None]:
+    """(config.yaml, None), or ({}, why it is unusable): one foreign or damaged folder is listed
+    as unreadable, not a reason to refuse the listing."""
+    try:
+        return read_yaml(folder / "config.yaml"), None
+    except FedbenchError as exc:
+        return {}, f"config.yaml: {exc}"
 
 
 def _status(folder: Path, summary: dict[str, Any] | None) -> str:
@@ -137,12 +156,15 @@ def list_runs(root: Path, where: list[str] | None = None) -> pd.DataFrame:
     evaluated, the final metrics, epsilon (private runs), wall_s and the folder."""
     records = []
     for folder in find_run_folders(root):
-        config = read_yaml(folder / "config.yaml")
-        summary = _read_json(folder / "summary.json")
+        config, bad_config = _read_config(folder)
+        summary, bad_summary = _read_summary(folder)
         records.append(
             {"folder": folder, "config": config, "flat": flatten(config), "summary": summary}
         )
-        records[-1]["status"] = _status(folder, summary)
+        bad = bad_config or bad_summary
+        records[-1]["status"] = "unreadable" if bad else _status(folder, summary)
+        if bad:
+            log.warning("warning: %s: %s; the listing shows it as unreadable", folder, bad)
     records = _filter(records, where or [])
     keys = distinguishing([r["config"] for r in records])
     rows = []

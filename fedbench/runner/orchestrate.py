@@ -48,12 +48,12 @@ def request_plan(request: SweepRequest) -> Plan:
     its tuned values when a tuned.yaml is given."""
     from fedbench.runner.sweep import make_plan
     from fedbench.runner.table_config import load_table
-    from fedbench.runner.tune import load_tuned
+    from fedbench.runner.tune import check_tuned_columns, load_tuned
 
     tuned = None
     if request.tuned_file is not None:
         tuned = load_tuned(request.tuned_file, load_table(request.name, request.kind))
-    return make_plan(
+    plan = make_plan(
         request.name,
         request.kind,
         preset=request.preset,
@@ -62,6 +62,9 @@ def request_plan(request: SweepRequest) -> Plan:
         overrides=request.overrides,
         tuned=tuned,
     )
+    if request.tuned_file is not None and tuned:
+        check_tuned_columns(request.tuned_file, tuned, plan)
+    return plan
 
 
 def interrupted_line(plan: Plan, out: Path, resume: str) -> str:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from fedbench.errors import FedbenchError
+from fedbench.readback import BadFile, read_plan_file
 from fedbench.runner.table_config import Plan
 
 PLAN_FILE = "plan.json"
@@ -47,10 +48,9 @@ def plan_fingerprint(plan: Plan) -> str:
 def _recorded(folder: Path) -> str | None:
     """The fingerprint in folder/plan.json (None if absent or unreadable)."""
     try:
-        data = json.loads((folder / PLAN_FILE).read_text())
-    except (OSError, ValueError):
+        return read_plan_file(folder / PLAN_FILE).get("fingerprint")
+    except (OSError, BadFile):
         return None
-    return data.get("fingerprint") if isinstance(data, dict) else None
 
 
 @contextmanager

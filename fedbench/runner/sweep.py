@@ -13,6 +13,8 @@ from rich.table import Table
 
 from fedbench.engine.run_folder import RunFolder, child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
+from fedbench.files import remove_stale_temporaries
+from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.ran import cell_label, plan_sentence
 from fedbench.runner.launcher import Outcome, launch
 from fedbench.runner.preflight import require_resources
@@ -150,6 +152,8 @@ def write_json_plan(plan: Plan, path: Path) -> None:
     resolved run config (`fedbench run ... --dry-run --write-plan plan.json`)."""
     if path.parent != Path() and not path.parent.is_dir():
         raise FedbenchError(f"--write-plan {path}: folder {path.parent} does not exist; create it")
+    if path.is_dir():
+        raise FedbenchError(f"--write-plan {path} is a folder; give the path of a file to write")
     write_json_atomic(
         path,
         {
@@ -175,10 +179,11 @@ def write_json_plan(plan: Plan, path: Path) -> None:
 
 def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(folder)
     previous = {}
-    # None yet, or one torn by a full disk: then statuses start from this sweep's outcomes.
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        previous = {r["run_id"]: r for r in json.loads((folder / PLAN_FILE).read_text())["runs"]}
+    # None yet, or a bad one (fedbench.readback): then statuses start from this sweep's outcomes.
+    with contextlib.suppress(OSError, BadFile):
+        previous = {r["run_id"]: r for r in read_plan_file(folder / PLAN_FILE)["runs"]}
     runs = []
     for run in plan.runs:
         record = {

@@ -18,11 +18,13 @@ their checkpoints. The result is tuned.yaml beside it, which `fedbench run TABLE
 from __future__ import annotations
 
 import copy
-import itertools
+import fcntl
 import math
+import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +34,9 @@ import yaml
 from fedbench.config import parse_run_config, read_yaml, set_path
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
+from fedbench.files import remove_stale_temporaries, write_file
 from fedbench.os_errors import check_writable
+from fedbench.readback import BadFile, TunedFile, validate
 from fedbench.report.ran import cell_label
 from fedbench.runner.space import (
     SPACE_HELP,
@@ -43,7 +47,14 @@ from fedbench.runner.space import (
     parse_space,
     row_space,
 )
-from fedbench.runner.table_config import Plan, PlannedRun, TableConfig, Tuned, column_key
+from fedbench.runner.table_config import (
+    MAX_RUNS,
+    Plan,
+    PlannedRun,
+    TableConfig,
+    Tuned,
+    column_key,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -53,6 +64,7 @@ __all__ = ["SPACE_HELP", "SearchField", "parse_grid", "parse_space", "tune"]
 
 TUNED_FILE = "tuned.yaml"
 STUDY_FILE = "study.db"
+STUDY_LOCK = "study.lock"
 #: The metric a tune maximises (accuracy on the validation split).
 OBJECTIVE = "test_acc"
 
@@ -181,20 +193,23 @@ def tune(
     _check_space(cells, plan)  # a refused space writes nothing (no study.db)
     folder = child_folder(out, f"{plan.name}-tune")  # inside OUT whatever the table is named
     check_writable(folder)  # a read-only --out: one line, before SQLite fails without a path
-    _open_studies(
-        cells,
-        folder / STUDY_FILE,
-        seed,
-        lambda cell: study_name(cell, cell.fields, rounds, val_fraction),
-    )
-    queue = _resumed_trials(cells, plan)
-    while True:
-        queue += _new_trials(cells, plan, batch - len(queue))
-        if not queue:
-            break
-        _run_batch(queue, plan, launch, out, on_trial)
-        queue = []
-    tuned, rows = _best(cells)
+    with study_lock(folder), study_errors(folder / STUDY_FILE):
+        remove_stale_temporaries(folder)  # a tuned.yaml half-written by a killed tune
+        check_study_file(folder / STUDY_FILE)
+        _open_studies(
+            cells,
+            folder / STUDY_FILE,
+            seed,
+            lambda cell: study_name(cell, cell.fields, rounds, val_fraction),
+        )
+        queue = _resumed_trials(cells, plan)
+        while True:
+            queue += _new_trials(cells, plan, batch - len(queue))
+            if not queue:
+                break
+            _run_batch(queue, plan, launch, out, on_trial)
+            queue = []
+        tuned, rows = _best(cells)
     _write_tuned(folder / TUNED_FILE, plan, cells, tuned, rows, val_fraction, rounds)
     labels = {(cell.method, cell.column): cell.label for cell in cells}
     return TuneResult(folder, tuned, rows, labels)
@@ -223,6 +238,7 @@ def _assign_spaces(
         budget = _trial_budget(fields, trials, val_fraction)
         for cell in cells:
             cell.fields, cell.trials = list(fields), budget
+        check_tune_size(cells)
         return cells
     if not table.tuning:
         raise FedbenchError(
@@ -238,6 +254,7 @@ def _assign_spaces(
     for cell in kept:
         cell.fields = row_space(cell.method, table.tuning[cell.method])
         cell.trials = _trial_budget(cell.fields, trials, val_fraction)
+    check_tune_size(kept)
     skipped = sorted({c.method for c in cells} - set(table.tuning))
     if skipped and on_trial is not None:
         on_trial(f"not tuned (no tuning space in {table.table}): {', '.join(skipped)}")
@@ -256,10 +273,52 @@ def _trial_budget(fields: list[SearchField], trials: int | None, val_fraction: f
     if trials is None:
         if any(f.kind != "grid" for f in fields):
             raise FedbenchError("--trials is required with --space")
-        trials = math.prod(len(f.values) for f in fields)
+        trials = grid_size(fields)
+        if trials > MAX_TRIALS:
+            raise FedbenchError(
+                f"the grid has {trials:,} points, more than the {MAX_TRIALS:,} trials a cell may "
+                "run (each trial is a run folder); list fewer values, or search a range with "
+                "--space and --trials N"
+            )
     if trials < 1:
         raise FedbenchError("--trials must be at least 1")
+    if trials > MAX_TRIALS:
+        raise FedbenchError(
+            f"--trials {trials:,} is more than the {MAX_TRIALS:,} trials a cell may run (each "
+            "trial is a run folder); ask for fewer"
+        )
     return trials
+
+
+#: The most trials one cell may run, and all cells together (like a sweep's MAX_RUNS): each
+#: trial is a run folder and a row of study.db.
+MAX_TRIALS = 10_000
+
+
+def grid_size(fields: list[SearchField]) -> int:
+    """The number of points of a grid (counted, not listed)."""
+    return math.prod(len(f.values) for f in fields)
+
+
+def check_tune_size(cells: list[Cell]) -> None:
+    """Refuse a tune of more than MAX_RUNS trials over all its cells, counted in one line."""
+    total = sum(cell.trials for cell in cells)
+    if total > MAX_RUNS:
+        raise FedbenchError(
+            f"{len(cells)} cells x their trials is {total:,} trials, more than the {MAX_RUNS:,} "
+            "a tune may hold (each trial is a run folder); ask for fewer trials, rows "
+            "(--methods) or columns (--column)"
+        )
+
+
+def grid_point(fields: list[SearchField], index: int) -> dict[str, Any]:
+    """Point `index` of the grid over `fields`, in itertools.product order (the last field
+    changes fastest), without listing the points before it."""
+    values = []
+    for f in reversed(fields):
+        index, at = divmod(index, len(f.values))
+        values.append(f.values[at])
+    return dict(zip([f.key for f in fields], reversed(values), strict=True))
 
 
 def _space(fields: list[SearchField]) -> dict[str, str]:
@@ -296,13 +355,82 @@ def _open_studies(
             sampler=optuna.samplers.TPESampler(seed=seed),
             pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
         )
-        fields = cell.fields
-        if all(f.kind == "grid" for f in fields) and not cell.study.get_trials(deepcopy=False):
-            # A grid is enqueued point by point (Optuna's GridSampler stops the study from
-            # inside, which only works under study.optimize, not with ask/tell).
-            keys = [f.key for f in fields]
-            for point in itertools.product(*(f.values for f in fields)):
-                cell.study.enqueue_trial(dict(zip(keys, point, strict=True)))
+
+
+def _enqueue_next_point(cell: Cell) -> None:
+    """A grid cell: enqueue its next grid point just before it is asked for (Optuna's
+    GridSampler stops the study from inside, which only works under study.optimize, not with
+    ask/tell; and enqueueing every point up front is one SQLite write per point before any
+    trial trains). The point's index is the number of trials so far, so a resumed tune goes on
+    where it stopped; a point already waiting (enqueued, not asked) is asked first."""
+    fields = cell.fields
+    if not all(f.kind == "grid" for f in fields):
+        return
+    trials = cell.study.get_trials(deepcopy=False)
+    if any(t.state.name == "WAITING" for t in trials) or len(trials) >= grid_size(fields):
+        return
+    cell.study.enqueue_trial(grid_point(fields, len(trials)))
+
+
+@contextmanager
+def study_lock(folder: Path) -> Iterator[None]:
+    """Hold the tune folder's study: one `fedbench tune` at a time uses a study.db (two creating
+    one study's schema at once crash in SQLAlchemy). An flock, released when its process dies."""
+    fd = os.open(folder / STUDY_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FedbenchError(
+                f"study in use: another `fedbench tune` is using {folder / STUDY_FILE}; wait for "
+                "it to finish (then rerun this command: it resumes), or give another --out"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_study_file(path: Path) -> None:
+    """A study.db that SQLite cannot open (a folder, other bytes) is a BadFile, before Optuna
+    and SQLAlchemy fail on it at length."""
+    fix = (
+        f"remove {path} to start the studies afresh (trials whose runs finished are kept in "
+        "runs/ and not trained again)"
+    )
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise BadFile(path, "is not a file", fix)
+    with open(path, "rb") as fh:
+        head = fh.read(len(_SQLITE_HEADER))
+    if head and head != _SQLITE_HEADER:
+        raise BadFile(path, "is not an SQLite database", fix)
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+@contextmanager
+def study_errors(path: Path) -> Iterator[None]:
+    """An error of the study's SQLite store (a full disk, a damaged or locked file) as one line
+    naming the file, instead of SQLAlchemy's and Optuna's tracebacks."""
+    import sqlite3
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    optuna = _optuna()
+    try:
+        yield
+    except (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError) as exc:
+        cause = exc
+        while cause.__cause__ is not None or cause.__context__ is not None:
+            cause = cause.__cause__ or cause.__context__  # the sqlite3 error says most
+        what = str(getattr(cause, "orig", None) or cause).splitlines()[0][:200]
+        raise FedbenchError(
+            f"{path}: the study store failed ({type(cause).__name__}: {what}); if the disk is "
+            "full, free space and rerun the same command (it resumes); if the file is damaged, "
+            "remove it (trials whose runs finished are not trained again)"
+        ) from None
 
 
 def _finished(study: Any) -> int:
@@ -329,6 +457,7 @@ def _new_trials(cells: list[Cell], plan: Plan, room: int) -> list[Trial]:
         if not open_cells:
             break
         for cell in open_cells[: room - len(new)]:
+            _enqueue_next_point(cell)
             trial = cell.study.ask({f.key: f.distribution() for f in cell.fields})
             new.append(Trial(cell, trial, _trial_run(cell, trial.params, plan)))
     return new
@@ -436,7 +565,9 @@ def _write_tuned(
     if path.is_file():
         earlier = read_yaml(path)
         if earlier.get("table") == plan.table.table and earlier.get("preset") == plan.preset:
-            document["rows"] = earlier.get("rows") or {}
+            # Validated: a damaged tuned.yaml is one line (BadFile), not merged into.
+            fix = f"remove {path} to write a new one (or fix it)"
+            document["rows"] = validate(path, earlier, TunedFile, fix).model_dump()["rows"]
     for cell, (method, column, values, score, complete, pruned, failed) in zip(
         cells, rows, strict=True
     ):
@@ -454,7 +585,7 @@ def _write_tuned(
             "trials": {"completed": complete, "pruned": pruned, "failed": failed},
         }
     header = "# Written by `fedbench tune`; apply with `fedbench run TABLE --tuned THIS_FILE`.\n"
-    path.write_text(header + yaml.dump(document, Dumper=_NoAliases, sort_keys=False))
+    write_file(path, header + yaml.dump(document, Dumper=_NoAliases, sort_keys=False))
 
 
 class _NoAliases(yaml.SafeDumper):
@@ -496,22 +627,40 @@ def plan_to_tune(
 # Applying a tune
 
 
+def check_tuned_columns(path: Path, tuned: Tuned, plan: Plan) -> None:
+    """Every column tuned.yaml names is a column of the plan it is applied to: a column the plan
+    lacks (another --set grid, a renamed value) would otherwise be silently ignored."""
+    columns = {column_key(run.setting) for run in plan.runs}
+    for method, cells in tuned.items():
+        for column in cells:
+            if column not in columns:
+                raise BadFile(
+                    path,
+                    f"row {method!r} names column {column!r}, which this run of "
+                    f"{plan.table.table} does not have (its columns: {'; '.join(sorted(columns))})",
+                    "give the --preset and --set the tune was run with, or run "
+                    f"`fedbench tune {plan.table.table}` again for these columns",
+                )
+
+
 def load_tuned(path: Path, table: TableConfig) -> Tuned:
     """The per-cell overrides of a tuned.yaml written for `table` (checked against its rows)."""
+    fix = f"fix it, or run `fedbench tune {table.table}` to write it again"
     data = read_yaml(path)
-    if data.get("table") != table.table or not isinstance(data.get("rows"), dict):
+    if data.get("table") != table.table:
         raise FedbenchError(
             f"{path} is not a tuned.yaml for table {table.table!r} (it names "
             f"{data.get('table')!r}); run `fedbench tune {table.table}` to make one"
         )
+    document = validate(path, data, TunedFile, fix)
     tuned: Tuned = {}
-    for method, columns in data["rows"].items():
+    for method, columns in document.rows.items():
         if method not in table.methods:
-            raise FedbenchError(f"{path}: row {method!r} is not in {table.table}")
+            raise FedbenchError(f"{path}: row {method!r} is not in {table.table}; {fix}")
         for column, entry in (columns or {}).items():
-            values = (entry or {}).get("values") or {}
+            values = (entry.values if entry is not None else None) or {}
             if values:
-                tuned.setdefault(method, {})[str(column)] = dict(values)
+                tuned.setdefault(method, {})[column] = dict(values)
     if not tuned:
         raise FedbenchError(f"{path} holds no tuned values (no trial completed)")
     return tuned

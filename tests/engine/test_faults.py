@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedbench import files
 from fedbench.engine import checkpoint, loop, train
 from fedbench.engine.run_folder import RunFolder
 from fedbench.metrics_log import read_rows, truncate
@@ -81,7 +82,7 @@ def _foreign(run: Path, tmp_path: Path, monkeypatch) -> None:
 DAMAGES = {
     "checksum file holding a list": (
         lambda run, *_: (run / "checkpoint.json").write_text("[1, 2]"),
-        "holds no checksum record",
+        "holds a list where a Checksum mapping belongs",
     ),
     "checksummed dict without x": (
         lambda run, *_: _rewrite(run, lambda s: {k: v for k, v in s.items() if k != "x"}),
@@ -145,7 +146,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_leaves_no_temp_file_and_the_run
     code, _, err = run_cli("train", *TINY, *sets, "--out", str(tmp_path))
     assert code == 2 and "Traceback" not in err
     assert err.count("\n") == 1 and err.startswith("error: No space left on device (ENOSPC)")
-    assert "checkpoint.pt.tmp; free disk space and rerun the same command" in err
+    assert "checkpoint.pt; free disk space and rerun the same command" in err
     monkeypatch.undo()
     run = RunFolder.for_config(tmp_path, cfg).path
     assert not list(tmp_path.rglob("*.tmp"))
@@ -190,7 +191,8 @@ def test_a_disk_that_fills_up_inside_torch_save_raises_the_os_error(tmp_path: Pa
     def filling_up(path, mode):
         return FillingUp(open(path, mode), 3000)  # FillingUp closes it
 
-    monkeypatch.setattr(checkpoint, "open", filling_up, raising=False)
+    # The one writer (fedbench.files.write_file) opens the temporary that torch.save fills.
+    monkeypatch.setattr(files, "open", filling_up, raising=False)
     state = {"round": 1, "x": [torch.arange(4096, dtype=torch.float64)]}
     with pytest.raises(OSError) as caught:
         checkpoint.save_checkpoint(tmp_path / "checkpoint.pt", state)

@@ -17,24 +17,39 @@ from fedbench.engine.run_folder import (
     write_json_atomic,
 )
 from fedbench.errors import FedbenchError
+from fedbench.files import MAX_NAME
 
 
 @pytest.mark.parametrize(
     ("label", "name"),
     [
-        ("../x", "x"),
-        ("../../etc/passwd", "etc-passwd"),
-        ("a/b", "a-b"),
-        ("..", "unnamed"),
-        ("", "unnamed"),
-        ("/abs", "abs"),
-        ("FedAdamW (α=0.5)", "FedAdamW-0.5"),
+        ("../x", "x-"),
+        ("../../etc/passwd", "etc-passwd-"),
+        ("a/b", "a-b-"),
+        ("..", "unnamed-"),
+        ("", "unnamed-"),
+        ("/abs", "abs-"),
+        ("FedAdamW (α=0.5)", "FedAdamW-0.5-"),
         ("fedadamw-digits-cnn-s0-077834509a", "fedadamw-digits-cnn-s0-077834509a"),
     ],
 )
 def test_safe_name_keeps_a_label_inside_its_folder(label: str, name: str, tmp_path: Path):
-    assert safe_name(label) == name
+    """A label that is already a safe name is kept; a changed one gets its 8-digit hash."""
+    got = safe_name(label)
+    if name.endswith("-"):
+        assert got.startswith(name) and len(got) == len(name) + 8
+        assert all(c in "0123456789abcdef" for c in got[-8:])
+    else:
+        assert got == name
     assert child_folder(tmp_path, label).parent == tmp_path
+
+
+def test_safe_name_never_maps_two_labels_to_one_folder():
+    labels = ["α", "β", "a/b", "a-b", "a b", "", "..", "x" * 300, "x" * 299 + "y"]
+    names = [safe_name(label) for label in labels]
+    assert len(set(names)) == len(labels)
+    assert max(len(n) for n in names) <= MAX_NAME
+    assert safe_name("x" * 300) == safe_name("x" * 300)  # the same label, the same folder
 
 
 def test_child_folder_refuses_a_symlink_out(tmp_path: Path):

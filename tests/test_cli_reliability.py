@@ -1,0 +1,112 @@
+"""The command line under faults: Ctrl-C in any command, --out that is a file, a report on a full
+disk, names that sanitise alike, FOLDER:ROW with a ':' in FOLDER."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedbench import files
+from fedbench.report import compare
+from tests.conftest import tiny_table_data
+
+REPORT = ("summary.csv", "table.csv", "table.md", "table.tex")
+
+
+@pytest.fixture
+def swept(tmp_path: Path, tiny_table_path: Path, run_cli) -> Path:
+    code, _, err = run_cli("run", str(tiny_table_path), "--preset", "quick", "--out", str(tmp_path))
+    assert code == 0, err
+    return tmp_path / "tiny-quick"
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {n: hashlib.sha256((folder / n).read_bytes()).hexdigest() for n in REPORT}
+
+
+def test_ctrl_c_in_any_command_is_one_resume_line_and_exit_130(swept: Path, run_cli, monkeypatch):
+    from fedbench.report import build
+
+    def pressed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "build_view", pressed)
+    code, _, err = run_cli("report", str(swept))
+    assert code == 130 and err.count("\n") == 1
+    assert err.startswith("interrupted; finished work is kept") and err.rstrip().endswith(
+        f"resume: fedbench report {swept}"
+    )
+
+
+def test_a_report_on_a_full_disk_keeps_the_previous_report(swept: Path, run_cli, monkeypatch):
+    before = _digests(swept)
+
+    class Full:  # the disk fills while table.md is written (write(2) names no file)
+        def __init__(self, fh) -> None:
+            self.fh = fh
+
+        def write(self, data: bytes) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name: str):
+            return getattr(self.fh, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            self.fh.close()
+
+    def opening(path, mode):
+        fh = open(path, mode)  # noqa: SIM115 (closed by the writer, through Full)
+        return Full(fh) if ".table.md." in str(path) else fh
+
+    monkeypatch.setattr(files, "open", opening, raising=False)
+    code, _, err = run_cli("report", str(swept))
+    assert code == 2 and err.startswith("error: No space left on device (ENOSPC): ")
+    assert f"{swept / 'table.md'}; free disk space" in err
+    assert _digests(swept)["table.md"] == before["table.md"]
+    assert not [p for p in swept.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_out_that_is_a_file_is_one_line(tmp_path: Path, run_cli, below: bool):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x\n")
+    out = a_file / "sub" if below else a_file
+    code, _, err = run_cli("train", "--out", str(out))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: --out {out} is ") and "give a folder" in err
+
+
+def test_two_tables_named_alike_once_sanitised_report_apart(tmp_path: Path, run_cli):
+    folders = []
+    for name in ("α", "β"):
+        data = tiny_table_data()
+        data["table"], data["seeds"] = name, [0]
+        data["methods"] = {"Local SGD": data["methods"]["Local SGD"]}
+        data["base"]["fl"]["rounds"] = 1
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(data, allow_unicode=True))
+        code, out, err = run_cli("run", str(path), "--out", str(tmp_path / "out"))
+        assert code == 0, err
+        folders.append(Path(out.split("report: ")[-1].split()[0]))
+    assert folders[0] != folders[1]
+    assert [yaml.safe_load((f / "plan.json").read_text())["table"]["table"] for f in folders] == [
+        "α",
+        "β",
+    ]
+
+
+def test_folder_row_splits_after_the_table_folder(tmp_path: Path):
+    folder = tmp_path / "co:lon" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "plan.json").write_text("{}")
+    assert compare.split_side(f"{folder}:FedAvg") == (str(folder), ":", "FedAvg")
+    assert compare.split_side(f"{folder}:Fed:Avg") == (str(folder), ":", "Fed:Avg")
+    assert compare.split_side("nowhere:x:y") == ("nowhere:x", ":", "y")
+    assert compare.split_side("no-colon") == ("no-colon", "", "")
