@@ -28,6 +28,10 @@ BAD_INPUTS = {
         ],
         "dataset cifar10 not found",
     ),
+    "fmnist data.root missing": (
+        ["--set", "data.name=fmnist", "--set", "data.root=/nonexistent"],
+        "data.root /nonexistent does not exist",
+    ),
     "missing npz": (
         ["--set", "data.name=npz", "--set", "data.path=/nonexistent/x.npz"],
         "npz file /nonexistent/x.npz not found",
