@@ -167,6 +167,9 @@ class Engine:
         anything is restored or truncated. A checkpoint of another run (its folder copied over
         this one) is refused like a corrupt one."""
         owner = self.folder.path.name, self.cfg.config_hash()
+        legacy = self.cfg.run_id(legacy=True), self.cfg.config_hash(legacy=True)
+        if isinstance(ckpt, dict) and (ckpt.get("run_id"), ckpt.get("config_hash")) == legacy:
+            owner = legacy  # written under the id this run had before (RunFolder.for_config)
         return checkpoint_problem(
             ckpt,
             owner=owner,

@@ -34,8 +34,12 @@ def find_run_folders(root: Path) -> list[Path]:
         raise FedbenchError(f"{root} does not exist; give an output folder of fedbench (--out)")
     if (root / "config.yaml").is_file():
         return [root]
-    folders = sorted(p.parent for p in root.glob("*/config.yaml"))
-    folders += sorted(p.parent for p in root.glob("runs/*/config.yaml"))
+    # A link is a run's old name, kept pointing at its current folder (RunFolder.for_config):
+    # each run is listed once.
+    folders = sorted(p.parent for p in root.glob("*/config.yaml") if not p.parent.is_symlink())
+    folders += sorted(
+        p.parent for p in root.glob("runs/*/config.yaml") if not p.parent.is_symlink()
+    )
     if not folders:
         raise FedbenchError(
             f"no run folders under {root} (looked for {root}/runs/*/config.yaml and "
