@@ -388,9 +388,10 @@ def test_column_labels_name_the_columns_and_the_report_says_what_each_ran(tmp_pa
     md = (folder / "table.md").read_text()
     assert "| method | Dir: acc (%) |" in md and "| Pathological: acc (%) |" in md
     assert "**Columns:** Dir: Dir-0.1; Pathological: shards 2/client." in md
-    assert r"Columns: Dir: Dir-0.1; Pathological: shards 2/client." in (
-        folder / "table.tex"
-    ).read_text()
+    assert (
+        r"Columns: Dir: Dir-0.1; Pathological: shards 2/client."
+        in (folder / "table.tex").read_text()
+    )
     data["column_labels"] = {"partition.kind": {"dirchlet": "Dir"}}
     with pytest.raises(FedbenchError, match="'dirchlet' is not one of the grid's values"):
         parse_table_config(data)
