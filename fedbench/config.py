@@ -369,7 +369,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def parse_override(item: str) -> tuple[list[str], Any]:
     """`a.b=value` -> (["a", "b"], value parsed as YAML: null, true, numbers, lists...)."""
     if "=" not in item:
-        raise FedbenchError(f"override {item!r} has no '='; write it as --set key.path=value")
+        raise FedbenchError(
+            f"override {item!r} has no '='; write {item.strip() or 'key.path'}=VALUE "
+            "(--set key.path=value)"
+        )
     key, raw = item.split("=", 1)
     path = [part for part in key.strip().split(".")]
     if not key.strip() or any(not part for part in path):
@@ -379,6 +382,16 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     except yaml.YAMLError:
         value = raw
     return path, value
+
+
+def check_set_arguments(argv: list[str]) -> None:
+    """`--set fl.rounds 5` (a space for '='): the one-line error of a `--set` without '=',
+    naming the value, before the command-line parser reads `5` as an extra argument (a usage
+    error of several lines) or as a command's CONFIG argument."""
+    for at, arg in enumerate(argv[:-2]):
+        key, value = argv[at + 1], argv[at + 2]
+        if arg == "--set" and "=" not in key and not value.startswith("-"):
+            raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
 
 
 def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:

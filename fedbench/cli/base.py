@@ -85,6 +85,9 @@ def main() -> None:
     does a full or read-only disk (one line, fedbench.os_errors).
     """
     try:
+        from fedbench.config import check_set_arguments
+
+        check_set_arguments(sys.argv[1:])
         app()
     except FedbenchError as exc:
         prefix = "" if isinstance(exc, Interrupted) else "error: "
