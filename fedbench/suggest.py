@@ -48,8 +48,9 @@ def unknown(kind: str, name: str, known: Iterable[str]) -> str:
     known = sorted(known)
     hint = did_you_mean(name, known)
     if len(known) > MAX_LISTED and kind in LIST_COMMANDS:
-        return f"unknown {kind} {name!r};{hint} see all {len(known)}: fedbench list " + (
-            LIST_COMMANDS[kind]
+        return (
+            f"unknown {kind} {name!r};{hint} see all {len(known)}: fedbench list "
+            + (LIST_COMMANDS[kind])
         )
     return f"unknown {kind} {name!r};{hint} known: {', '.join(known) or 'none'}"
 
