@@ -388,6 +388,9 @@ class Engine:
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
+            # CPU sums split over threads round differently: a run reproduces to the last
+            # digit only at the same count (a sweep's CPU workers use one thread each).
+            "torch_threads": torch.get_num_threads(),
             "data_source": s.data.source,
             "git": git_state(),
             "versions": {
