@@ -203,8 +203,10 @@ def build_report(
     labels = _column_labels(plan, keys, ran_by_column, paper_by_column, scoped.columns)
     labels, columns_legend = _named_columns(table, labels)
     paper_heading, caveat, same = _paper_block(table, paper_by_column, pairs)
-    setting = LongSetting.of(plan, keys, configs, papers, pairs, same, table.paper is not None)
-    setting.stated = [*scoped.columns, *scoped.base, *(k for r in scoped.rows.values() for k in r)]
+    stated = [*scoped.columns, *scoped.base, *(k for r in scoped.rows.values() for k in r)]
+    setting = LongSetting.of(
+        plan, keys, configs, papers, pairs, same, table.paper is not None, stated
+    )
     title = (table.title or table.table) + (
         f", preset {plan['preset']}" if plan.get("preset") else ""
     )
@@ -271,6 +273,7 @@ class LongSetting:
         pairs: list[tuple[Cfg, Cfg]],
         same: bool,
         has_paper: bool,
+        stated: list[str] | None = None,
     ) -> LongSetting:
         ran: dict[tuple[str, str], Cfg] = {}
         for run in plan["runs"]:
@@ -278,7 +281,7 @@ class LongSetting:
             if run["run_id"] in configs:
                 ran.setdefault(cell, configs[run["run_id"]])
         extra = [k for k in differing_keys(pairs) if k not in keys and k != "privacy"]
-        return cls(keys, extra, same, has_paper, plan.get("preset"), ran, papers)
+        return cls(keys, extra, same, has_paper, plan.get("preset"), ran, papers, stated or [])
 
     @property
     def differs(self) -> bool:
