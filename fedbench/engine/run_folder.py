@@ -11,6 +11,7 @@ script can call it on a sweep that is still going.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -102,9 +103,11 @@ def _adopt(old: Path, path: Path) -> None:
         return
     try:
         os.rename(old, path)
-        os.symlink(path.name, old)
     except FileNotFoundError:  # another process moved it first: it is at `path` now
-        pass
+        return
+    # No links here (or another process made it first): the run itself has moved all the same.
+    with contextlib.suppress(OSError):
+        os.symlink(path.name, old)
 
 
 def utc_text(timestamp: float) -> str:
