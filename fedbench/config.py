@@ -32,7 +32,7 @@ from fedbench.algorithms.params import (
 )
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.errors import FedbenchError
-from fedbench.partitions import PARTITIONS
+from fedbench.partitions import KIND_SETTINGS, PARTITIONS, settings_read
 from fedbench.strict import Seed, Strict
 from fedbench.suggest import unknown_algorithm_field, unknown_field
 from fedbench.yaml_safe import load_yaml
@@ -267,26 +267,39 @@ class RunConfig(Strict):
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    def config_hash(self) -> str:
+    def config_hash(self, *, legacy: bool = False) -> str:
         """SHA-256 of everything that can change the results (what run_id abbreviates); a
-        checkpoint records it, so that one copied from another run is never resumed."""
-        return hashlib.sha256(json.dumps(self._results_data(), sort_keys=True).encode()).hexdigest()
+        checkpoint records it, so that one copied from another run is never resumed.
+        `legacy`: the hash as issued before run ids left out the partition settings a kind does
+        not read (a checkpoint written then still resumes)."""
+        data = self._results_data(legacy=legacy)
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
-    def run_id(self) -> str:
+    def run_id(self, *, legacy: bool = False) -> str:
         """Readable prefix + a hash of everything that can change the results (`X` with a
-        privacy section is filed as its twin `dp_X`: one computation, one id)."""
+        privacy section is filed as its twin `dp_X`: one computation, one id). `legacy`: the id
+        this config had before ids left out the partition settings its kind does not read (a
+        shards run named and hashed partition.alpha); RunFolder.for_config finds runs filed
+        under it."""
         # (Client-level privacy is not dp_X: that twin privatises gradients.)
         sample_level = self.privacy is not None and self.privacy.level == "sample"
         cfg = self.model_copy(update={"algorithm": private_identity(self.algorithm, sample_level)})
-        data = cfg._results_data()
+        data = cfg._results_data(legacy=legacy)
         digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
         dataset = cfg.data.name.replace("/", "-")
         from fedbench.run_name import readable_label
 
-        label = readable_label(cfg)  # the short settings that differ from the defaults
+        # The short settings that differ from the defaults, among those that act on the run.
+        label = readable_label(cfg, None if legacy else data)
         return f"{cfg.algorithm.name}{label}-{dataset}-{cfg.model.name}-s{cfg.seed}-{digest}"
 
-    def _results_data(self) -> dict[str, Any]:
+    def acting_data(self) -> dict[str, Any]:
+        """The config as a dict without the fields that do not act on the run's results (speed
+        and memory settings, partition settings its kind does not read, fields added later at
+        their no-op value): what run_id hashes and what a report states."""
+        return self._results_data()
+
+    def _results_data(self, *, legacy: bool = False) -> dict[str, Any]:
         data = self.to_dict()
         runtime = data["runtime"]
         # Settings that change speed or memory but not the results.
@@ -306,8 +319,12 @@ class RunConfig(Strict):
         # the runs that do not use them keep their ids (and resume).
         if data["algorithm"].get("lr_schedule_scope") == "round":
             del data["algorithm"]["lr_schedule_scope"]
-        if self.partition.kind != "shards":  # read by the shard partition only
-            data["partition"].pop("shards_per_client")
+        # The partition settings its kind does not read (partitions.reads); ids issued before
+        # that declaration (legacy) hashed alpha for every kind.
+        read = settings_read(PARTITIONS.get(self.partition.kind))
+        for key in KIND_SETTINGS:
+            if key not in read and not (legacy and key == "alpha"):
+                data["partition"].pop(key)
         if self.fl.local_steps_min is None:
             data["fl"].pop("local_steps_min")
         if self.fl.dropout == 0.0:
@@ -353,7 +370,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def parse_override(item: str) -> tuple[list[str], Any]:
     """`a.b=value` -> (["a", "b"], value parsed as YAML: null, true, numbers, lists...)."""
     if "=" not in item:
-        raise FedbenchError(f"override {item!r} has no '='; write it as --set key.path=value")
+        raise FedbenchError(
+            f"override {item!r} has no '='; write {item.strip() or 'key.path'}=VALUE "
+            "(--set key.path=value)"
+        )
     key, raw = item.split("=", 1)
     path = [part for part in key.strip().split(".")]
     if not key.strip() or any(not part for part in path):
@@ -363,6 +383,16 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     except yaml.YAMLError:
         value = raw
     return path, value
+
+
+def check_set_arguments(argv: list[str]) -> None:
+    """`--set fl.rounds 5` (a space for '='): the one-line error of a `--set` without '=',
+    naming the value, before the command-line parser reads `5` as an extra argument (a usage
+    error of several lines) or as a command's CONFIG argument."""
+    for at, arg in enumerate(argv[:-2]):
+        key, value = argv[at + 1], argv[at + 2]
+        if arg == "--set" and "=" not in key and not value.startswith("-"):
+            raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
 
 
 def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:

@@ -101,9 +101,11 @@ def differing_label(
     return "".join(f"-{t}" for t in tokens)
 
 
-def readable_label(cfg: Any) -> str:
+def readable_label(cfg: Any, acting: dict[str, Any] | None = None) -> str:
     """differing_label of a RunConfig against the defaults of the same algorithm (with the
-    privacy section's defaults when it has one)."""
+    privacy section's defaults when it has one). `acting`: the config's fields that act on the
+    run (RunConfig.acting_data), so that no setting the run does not read names it (a shards
+    run's partition.alpha); None labels every field (the ids issued before)."""
     params = cfg.algorithm
     common = next(
         (c.model_fields for c in type(params).__mro__ if c.__name__ == "AlgorithmConfig"), {}
@@ -111,4 +113,4 @@ def readable_label(cfg: Any) -> str:
     own = set(type(params).model_fields) - set(common)
     privacy = type(cfg.privacy)() if cfg.privacy is not None else None
     defaults = type(cfg)(algorithm=type(params)(), privacy=privacy)
-    return differing_label(cfg.to_dict(), defaults.to_dict(), own)
+    return differing_label(cfg.to_dict() if acting is None else acting, defaults.to_dict(), own)

@@ -29,10 +29,29 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     return " did you mean " + " or ".join(repr(m) for m in matches) + "?"
 
 
+#: Beyond this many known names an error lists only the closest and where to see them all:
+#: the 43 algorithms made one line of ~600 characters.
+MAX_LISTED = 12
+#: The `fedbench list` argument that shows every name of a registry kind.
+LIST_COMMANDS = {
+    "algorithm": "algorithms",
+    "dataset": "datasets",
+    "model": "models",
+    "partition kind": "partitions",
+    "figure": "figures",
+}
+
+
 def unknown(kind: str, name: str, known: Iterable[str]) -> str:
-    """`unknown KIND 'name'; did you mean 'x'? known: a, b, c` (one line)."""
+    """`unknown KIND 'name'; did you mean 'x'? known: a, b, c` (one line). A long list gives
+    only the closest names and the command that lists them all (`fedbench list algorithms`)."""
     known = sorted(known)
     hint = did_you_mean(name, known)
+    if len(known) > MAX_LISTED and kind in LIST_COMMANDS:
+        return (
+            f"unknown {kind} {name!r};{hint} see all {len(known)}: fedbench list "
+            + (LIST_COMMANDS[kind])
+        )
     return f"unknown {kind} {name!r};{hint} known: {', '.join(known) or 'none'}"
 
 

@@ -16,7 +16,15 @@ BAD_INPUTS = {
     "lr 0": (["--set", "algorithm.lr=0"], "algorithm.lr"),
     "lr negative": (["--set", "algorithm.lr=-0.1"], "algorithm.lr"),
     "rounds 0": (["--set", "fl.rounds=0"], "fl.rounds"),
-    "override without =": (["--set", "fl.rounds"], "has no '='"),
+    "override without =": (["--set", "fl.rounds"], "override 'fl.rounds' has no '='"),
+    "override with a space for =": (
+        ["--set", "fl.rounds", "5"],
+        "override 'fl.rounds' has no '='; write fl.rounds=5",
+    ),
+    "override with a space, then another option": (
+        ["--set", "fl.rounds", "5", "--set", "fl.local_steps=2"],
+        "write fl.rounds=5",
+    ),
     "missing dataset": (
         [
             "--set",
@@ -27,6 +35,10 @@ BAD_INPUTS = {
             "data.root=/nonexistent",
         ],
         "dataset cifar10 not found",
+    ),
+    "fmnist data.root missing": (
+        ["--set", "data.name=fmnist", "--set", "data.root=/nonexistent"],
+        "data.root /nonexistent does not exist",
     ),
     "missing npz": (
         ["--set", "data.name=npz", "--set", "data.path=/nonexistent/x.npz"],

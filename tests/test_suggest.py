@@ -2,7 +2,8 @@
 
 import pytest
 
-from fedbench.suggest import closest, did_you_mean, unknown
+from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.suggest import MAX_LISTED, closest, did_you_mean, unknown
 
 DEMO = "configs/demo.yaml"
 
@@ -15,6 +16,18 @@ def test_closest_is_case_insensitive_and_prefers_the_exact_case_slip() -> None:
     assert unknown("model", "resnet", ["resnet18", "cnn"]) == (
         "unknown model 'resnet'; did you mean 'resnet18'? known: cnn, resnet18"
     )
+
+
+def test_a_long_list_of_names_gives_the_closest_and_the_list_command(run_cli) -> None:
+    """The unknown-algorithm error listed all 43 algorithms on one ~600-character line."""
+    line = _error(run_cli, "train", "--set", "algorithm.name=fedadamx")
+    assert line == (
+        "error: unknown algorithm 'fedadamx'; did you mean 'fedadam' or 'fedadamw' or "
+        f"'fedadamom'? see all {len(list(ALGORITHMS))}: fedbench list algorithms"
+    )
+    assert len(line) < 160
+    few = [f"m{i}" for i in range(MAX_LISTED)]
+    assert unknown("model", "m", few).endswith("known: " + ", ".join(sorted(few)))
 
 
 def _error(run_cli, *args: str) -> str:

@@ -116,6 +116,9 @@ def main() -> None:
     """
     _printable_streams()
     try:
+        from fedbench.config import check_set_arguments
+
+        check_set_arguments(sys.argv[1:])
         app()
     except FedbenchError as exc:
         prefix = "" if isinstance(exc, Interrupted) else "error: "

@@ -74,7 +74,7 @@ def runs(
     """List run folders: status, the settings that tell them apart, final metrics."""
     from fedbench.report.runs import runs_view
 
-    view = runs_view(directory, where or [], format_, csv)
+    view = runs_view(directory, where or [], format_, csv, width=console.width)
     if isinstance(view, str):  # CSV or JSON for scripts: plain stdout, never wrapped
         print(view, end="")
     else:

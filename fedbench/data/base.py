@@ -84,8 +84,25 @@ def resolved_location(cfg: DataConfig) -> str:
     return str(data_root(cfg).resolve())
 
 
+def check_root(cfg: DataConfig) -> None:
+    """A data.root the user set must be a folder, whichever dataset reads it: a loader that
+    falls back to other places (Fashion-MNIST: Debian's copy) would otherwise train on data from
+    elsewhere while config.yaml records the root that was never read."""
+    if cfg.root is None:
+        return
+    root = Path(cfg.root).expanduser()
+    if not root.is_dir():
+        what = "is not a folder" if root.exists() else "does not exist"
+        raise FedbenchError(
+            f"dataset {cfg.name} not found: data.root {root} {what}; create it and put the data "
+            "there, or drop data.root (default: $FEDBENCH_DATA, else ~/.cache/fedbench/data)"
+        )
+
+
 def load_dataset(cfg: DataConfig) -> Dataset:
-    """Build the configured dataset on the CPU (the engine moves it to the run's device)."""
+    """Build the configured dataset on the CPU (the engine moves it to the run's device), after
+    check_root."""
+    check_root(cfg)
     data = DATASETS.get(cfg.name)(cfg)
     if data.source is None:
         data = replace(data, source=resolved_location(cfg))

@@ -3,7 +3,8 @@
 Images are decoded once into normalised float tensors (CIFAR's pickled batches through an
 unpickler that builds numpy arrays and nothing else); CIFAR trains with random crop 32 (pad 4)
 and horizontal flip on tensors. Fashion-MNIST is also found where Debian's
-`dataset-fashion-mnist` package installs it. A dataset that is absent and cannot be downloaded
+`dataset-fashion-mnist` package installs it, unless data.root is set (a set root is the only
+place searched). A dataset that is absent and cannot be downloaded
 is a one-line error naming the paths searched and how to provide the files.
 """
 
@@ -98,7 +99,9 @@ def _idx(folder: Path, stem: str) -> np.ndarray:
 def fmnist(cfg: DataConfig) -> Dataset:
     """Fashion-MNIST: 60000/10000 28x28 greyscale images, 10 classes (also from Debian's package)."""
     root = data_root(cfg)
-    candidates = [root / "FashionMNIST" / "raw", root / "fashion-mnist", root, DEBIAN_FMNIST]
+    candidates = [root / "FashionMNIST" / "raw", root / "fashion-mnist", root]
+    if cfg.root is None:  # Debian's copy stands in for the default root, never for a set one
+        candidates.append(DEBIAN_FMNIST)
     folder = _find_idx_folder(candidates)
     if folder is None and cfg.download:
         from torchvision.datasets import FashionMNIST
@@ -121,6 +124,7 @@ def fmnist(cfg: DataConfig) -> Dataset:
         x_test=_normalise(arrays["x_test"], "fmnist"),
         y_test=torch.from_numpy(arrays["y_test"].astype(np.int64)),
         num_classes=10,
+        source=str(folder.resolve()),
     )
 
 

@@ -15,6 +15,7 @@ The projection is the time Table 1 would take at the measured speed, never a FLO
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import subprocess
@@ -154,6 +155,11 @@ def run_suite(
                             f"client steps/s, engine peak {row['engine_peak_mem_mb']:.0f} MB"
                         )
     name = device_name(device)
+    # Other jobs on the CPU slow every row down: such figures would mislead each estimate made
+    # from them (fedbench.runner.estimate reads no file marked unrepresentative).
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    busy = device.type == "cpu" and load > cores
     result = {
         "suite": suite,
         "device": name,
@@ -164,6 +170,13 @@ def run_suite(
         "cpu_threads": torch.get_num_threads() if threads is None else threads,
         "overrides": sets,
         "scaled_down": bool(sets),
+        "load_average": round(load, 2),
+        "representative": not busy,
+        **(
+            {"note": f"measured at load average {load:.1f} on {cores} cores: not representative"}
+            if busy
+            else {}
+        ),
         "timed_rounds": rounds,
         "table1_client_steps": TABLE1_CLIENT_STEPS,
         "rows": rows,

@@ -172,6 +172,9 @@ class Engine:
         anything is restored or truncated. A checkpoint of another run (its folder copied over
         this one) is refused like a corrupt one."""
         owner = self.folder.path.name, self.cfg.config_hash()
+        legacy = self.cfg.run_id(legacy=True), self.cfg.config_hash(legacy=True)
+        if isinstance(ckpt, dict) and (ckpt.get("run_id"), ckpt.get("config_hash")) == legacy:
+            owner = legacy  # written under the id this run had before (RunFolder.for_config)
         return checkpoint_problem(
             ckpt,
             owner=owner,
@@ -400,6 +403,9 @@ class Engine:
             "dp_clipping": self.private.method if self.private is not None else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
+            # CPU sums split over threads round differently: a run reproduces to the last
+            # digit only at the same count (a sweep's CPU workers use one thread each).
+            "torch_threads": torch.get_num_threads(),
             "data_source": s.data.source,
             "git": git_state(),
             "versions": {

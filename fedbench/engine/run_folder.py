@@ -11,6 +11,7 @@ script can call it on a sweep that is still going.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -71,6 +72,19 @@ def child_folder(root: Path, label: str) -> Path:
     return path
 
 
+def _adopt(old: Path, path: Path) -> None:
+    """Rename the run folder `old` to `path` and leave `old` as a relative link to it."""
+    if not old.is_dir() or old.is_symlink():
+        return
+    try:
+        os.rename(old, path)
+    except FileNotFoundError:  # another process moved it first: it is at `path` now
+        return
+    # No links here (or another process made it first): the run itself has moved all the same.
+    with contextlib.suppress(OSError):
+        os.symlink(path.name, old)
+
+
 def utc_text(timestamp: float) -> str:
     """A POSIX time as '2026-11-23 21:30:12 UTC'."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
@@ -97,7 +111,15 @@ class RunFolder:
 
     @classmethod
     def for_config(cls, out: Path, cfg: RunConfig) -> RunFolder:
-        return cls(child_folder(out / "runs", cfg.run_id()))
+        """out/runs/<run_id>. A run filed under the id the config had before (a shards run whose
+        id named the unused partition.alpha: RunConfig.run_id(legacy=True)) moves to its
+        current id, and its old name stays behind as a link to it, so that neither is orphaned:
+        a sweep finds it finished (or resumes it), and the old id still opens it."""
+        path = child_folder(out / "runs", cfg.run_id())
+        legacy = cfg.run_id(legacy=True)
+        if legacy != path.name and not path.exists():
+            _adopt(child_folder(out / "runs", legacy), path)
+        return cls(path)
 
     def read_summary(self) -> dict[str, Any] | None:
         """summary.json, validated (fedbench.readback.Summary); None when there is none.

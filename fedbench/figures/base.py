@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure as MplFigure
 
     from fedbench.config import RunConfig
+    from fedbench.runner.launcher import Outcome
     from fedbench.runner.smoke.check import FigureSmoker
 
 
@@ -105,31 +106,47 @@ class FigureContext:
         some: its summary.json says `diverged`). With `save_model` every folder must hold the
         final model.pt (a figure that inspects the trained model): a run trained now writes it,
         a finished one without it is an error saying how to retrain it."""
-        from fedbench.engine.run_folder import RunFolder
-        from fedbench.errors import FedbenchError
-        from fedbench.runner.launcher import run_one
+        from rich.console import Console
+
+        from fedbench.runner.launcher import SweepProgress, run_one
 
         if self.smoke is not None:
+            from fedbench.engine.run_folder import RunFolder
+
             smoked = self.smoke.train(configs, self.out, save_model=save_model)
             return [RunFolder.for_config(self.out, cfg).path for cfg in smoked]
         folders = []
-        for cfg in configs:
-            outcome = run_one(cfg.to_dict(), str(self.out), save_model=save_model)
-            if outcome.status != "completed" and not (
-                allow_diverged and outcome.status == "diverged"
-            ):
-                raise FedbenchError(
-                    f"figure run {outcome.run_id} {outcome.status}: {outcome.error or 'no detail'}"
-                    f"; see {self.out / 'runs' / outcome.run_id}"
-                )
-            folder = RunFolder.for_config(self.out, cfg)
-            if save_model and not folder.model.exists():
-                raise FedbenchError(
-                    f"run {outcome.run_id} finished without its model.pt, which this figure "
-                    f"reads; delete {folder.path} to retrain it"
-                )
-            folders.append(folder.path)
+        # One line per finished run off a terminal (a bar on one), as a sweep prints: a figure
+        # of many runs used to print nothing until its end.
+        progress = SweepProgress(Console(stderr=True), len(configs), 1, self.folder.name)
+        try:
+            for cfg in configs:
+                outcome = run_one(cfg.to_dict(), str(self.out), save_model=save_model)
+                progress.finished(outcome.run_id, outcome)
+                folders.append(self._checked(cfg, outcome, allow_diverged, save_model))
+        finally:
+            progress.close()
         return folders
+
+    def _checked(
+        self, cfg: RunConfig, outcome: Outcome, allow_diverged: bool, save_model: bool
+    ) -> Path:
+        """The run folder of a finished figure run, or the error that stops the figure."""
+        from fedbench.engine.run_folder import RunFolder
+        from fedbench.errors import FedbenchError
+
+        if outcome.status != "completed" and not (allow_diverged and outcome.status == "diverged"):
+            raise FedbenchError(
+                f"figure run {outcome.run_id} {outcome.status}: {outcome.error or 'no detail'}"
+                f"; see {self.out / 'runs' / outcome.run_id}"
+            )
+        folder = RunFolder.for_config(self.out, cfg)
+        if save_model and not folder.model.exists():
+            raise FedbenchError(
+                f"run {outcome.run_id} finished without its model.pt, which this figure "
+                f"reads; delete {folder.path} to retrain it"
+            )
+        return folder.path
 
     def sweep(
         self,

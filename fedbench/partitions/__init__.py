@@ -6,10 +6,25 @@ decorated with `@PARTITIONS.register(name)`) and no list to edit. `partition.kin
 config names one; `fedbench.data.partition.partition` applies it.
 """
 
-from fedbench.partitions.base import PartitionSettings, PartitionTask, Split
+from fedbench.partitions.base import (
+    KIND_SETTINGS,
+    PartitionSettings,
+    PartitionTask,
+    Split,
+    reads,
+    settings_read,
+)
 from fedbench.partitions.registry import PARTITIONS
 from fedbench.registry import import_submodules
 
 import_submodules(__name__, __path__)
 
-__all__ = ["PARTITIONS", "PartitionSettings", "PartitionTask", "Split"]
+__all__ = [
+    "KIND_SETTINGS",
+    "PARTITIONS",
+    "PartitionSettings",
+    "PartitionTask",
+    "Split",
+    "reads",
+    "settings_read",
+]

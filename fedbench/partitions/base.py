@@ -65,6 +65,33 @@ class PartitionTask:
 #: A partition kind: the sorted training-sample indices of each client, one array each.
 Split = Callable[[PartitionTask], list[np.ndarray]]
 
+#: The `partition:` settings that only some kinds read. A kind names those it reads with
+#: `@reads(...)`; the others do not act on its runs, so they neither name nor hash them (run ids)
+#: and no report states them.
+KIND_SETTINGS = ("alpha", "shards_per_client")
+#: What a kind that declares nothing reads (the kinds written before the declaration: Dirichlet).
+DEFAULT_READS = frozenset({"alpha"})
+
+
+def reads(*settings: str) -> Callable[[Split], Split]:
+    """Declare the KIND_SETTINGS a partition kind reads (`@reads("shards_per_client")` under
+    `@PARTITIONS.register`)."""
+    unknown = set(settings) - set(KIND_SETTINGS)
+    if unknown:
+        raise ValueError(f"reads(): {sorted(unknown)} are not among {KIND_SETTINGS}")
+
+    def mark(split: Split) -> Split:
+        setattr(split, "reads", frozenset(settings))  # noqa: B010 (a function's attribute)
+        return split
+
+    return mark
+
+
+def settings_read(split: Split) -> frozenset[str]:
+    """The KIND_SETTINGS `split` reads: as declared with @reads, else DEFAULT_READS."""
+    declared = getattr(split, "reads", None)
+    return declared if isinstance(declared, frozenset) else DEFAULT_READS
+
 
 def check_clients(n: int, settings: PartitionSettings) -> None:
     """A split over more clients than samples is an error of the config."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbench.partitions.base import PartitionTask
+from fedbench.partitions.base import PartitionTask, reads
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("iid")
+@reads()
 def iid(task: PartitionTask) -> list[np.ndarray]:
     """A seeded shuffle cut into equal parts, each sample used at most once."""
     size = task.client_size()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.errors import FedbenchError
-from fedbench.partitions.base import PartitionTask
+from fedbench.partitions.base import PartitionTask, reads
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("natural")
+@reads()
 def natural(task: PartitionTask) -> list[np.ndarray]:
     """The client ids shipped with the data; partition.clients must equal their number."""
     client_ids = task.client_ids

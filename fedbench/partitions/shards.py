@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.errors import FedbenchError
-from fedbench.partitions.base import PartitionTask
+from fedbench.partitions.base import PartitionTask, reads
 from fedbench.partitions.registry import PARTITIONS
 
 
 @PARTITIONS.register("shards")
+@reads("shards_per_client")
 def shards(task: PartitionTask) -> list[np.ndarray]:
     """Label-sorted shards, shards_per_client of them per client (McMahan et al. 2017).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from fedbench.report.collect import (
 )
 from fedbench.report.plots import plot_curves
 from fedbench.report.ran import (
+    KIND_FACTS,
     Cfg,
     column_label,
     dataset_label,
@@ -31,6 +32,8 @@ from fedbench.report.ran import (
     differing_keys,
     facts,
     get_path,
+    reads,
+    scope_settings,
 )
 from fedbench.report.tables import (
     View,
@@ -128,16 +131,33 @@ def _column_labels(
     keys: list[str],
     ran: dict[str, list[Cfg]],
     paper: dict[str, list[Cfg]],
+    extra: list[str] | None = None,
 ) -> dict[str, tuple[str, str]]:
-    """setting JSON -> (what ran, the paper's column). Columns whose runs read the same (a preset
-    that trains digits for both CIFAR columns) name the grid value they stand in for."""
+    """setting JSON -> (what ran, the paper's column). Our columns are named by the grid keys'
+    values that ran, then the `extra` keys (other settings that follow the column). Columns whose
+    runs read the same (a preset that trains digits for both CIFAR columns) name the grid value
+    they stand in for."""
+    ours_keys = [*keys, *(extra or [])]
     settings = list(dict.fromkeys(json.dumps(r["setting"]) for r in plan["runs"]))
-    ours = {s: column_label(keys, ran[s]) if s in ran else "not run" for s in settings}
+    ours = {s: column_label(ours_keys, ran[s]) if s in ran else "not run" for s in settings}
     repeated = {label for label in ours.values() if list(ours.values()).count(label) > 1}
     for s in settings:
         if ours[s] in repeated and s in ran:
-            ours[s] = column_label(keys, ran[s], json.loads(s))
+            ours[s] = column_label(ours_keys, ran[s], json.loads(s))
     return {s: (ours[s], column_label(keys, paper[s]) if s in paper else "") for s in settings}
+
+
+def _named_columns(
+    table: TableConfig, labels: dict[str, tuple[str, str]]
+) -> tuple[dict[str, tuple[str, str]], str]:
+    """The table's `column_labels` in place of the names built from what ran, and the line that
+    says what each named column ran ('' when the table names no column)."""
+    named = {s: table.named_column(json.loads(s)) for s in labels}
+    if not any(named.values()):
+        return labels, ""
+    out = {s: (named[s] or ours, paper) for s, (ours, paper) in labels.items()}
+    legend = "; ".join(f"{out[s][0]}: {ours}" for s, (ours, _) in labels.items() if named[s])
+    return out, legend
 
 
 def build_report(
@@ -173,19 +193,39 @@ def build_report(
             paper_by_column.setdefault(setting_json, []).append(paper)
         if ran is not None and paper is not None:
             pairs.append((ran, paper))
-    labels = _column_labels(plan, keys, ran_by_column, paper_by_column)
+    scoped = scope_settings(
+        [
+            (run["method"], json.dumps(run["setting"]), configs[run["run_id"]])
+            for run in plan["runs"]
+            if run["run_id"] in configs
+        ],
+        keys,
+    )
+    labels = _column_labels(plan, keys, ran_by_column, paper_by_column, scoped.columns)
+    labels, columns_legend = _named_columns(table, labels)
     paper_heading, caveat, same = _paper_block(table, paper_by_column, pairs)
-    setting = LongSetting.of(plan, keys, configs, papers, pairs, same, table.paper is not None)
-    name = table.table + (f", preset {plan['preset']}" if plan.get("preset") else "")
-    # The table's title describes the paper's setting: it is the report's only when that ran.
-    title = table.title if same and table.title else name
+    stated = [*scoped.columns, *scoped.base, *(k for r in scoped.rows.values() for k in r)]
+    setting = LongSetting.of(
+        plan, keys, configs, papers, pairs, same, table.paper is not None, stated
+    )
+    title = (table.title or table.table) + (
+        f", preset {plan['preset']}" if plan.get("preset") else ""
+    )
+    if table.paper is not None and not same:
+        # The title names the paper's setting; the caveat below says how this one differs.
+        title += " (not the paper's setting: see what ran)"
     seeds = sorted({int(r["seed"]) for r in plan["runs"]})
+    ran = describe(facts(ran_by_column)) if ran_by_column else "nothing has run yet"
+    if scoped.base:
+        ran += f"; also {scoped.base_text()}"
     view = build_view(
         summary,
         table,
         labels,
         title=title,
-        ran=describe(facts(ran_by_column)) if ran_by_column else "nothing has run yet",
+        ran=ran,
+        rows=scoped.rows_text(),
+        columns=columns_legend,
         details=_details(plan, table, seeds),
         paper_label=paper_heading,
         paper_caveat=caveat,
@@ -222,6 +262,9 @@ class LongSetting:
     preset: str | None
     ran: dict[tuple[str, str], Cfg]
     paper: dict[tuple[str, str], Cfg]
+    #: The other settings the report states (scope_settings: those that follow the column, are
+    #: the same in every run, or follow the row), as setting columns after the others.
+    stated: list[str] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -233,6 +276,7 @@ class LongSetting:
         pairs: list[tuple[Cfg, Cfg]],
         same: bool,
         has_paper: bool,
+        stated: list[str] | None = None,
     ) -> LongSetting:
         ran: dict[tuple[str, str], Cfg] = {}
         for run in plan["runs"]:
@@ -240,7 +284,7 @@ class LongSetting:
             if run["run_id"] in configs:
                 ran.setdefault(cell, configs[run["run_id"]])
         extra = [k for k in differing_keys(pairs) if k not in keys and k != "privacy"]
-        return cls(keys, extra, same, has_paper, plan.get("preset"), ran, papers)
+        return cls(keys, extra, same, has_paper, plan.get("preset"), ran, papers, stated or [])
 
     @property
     def differs(self) -> bool:
@@ -261,6 +305,9 @@ class LongSetting:
         paper's setting as paper_<key> and paper_mean_at_paper_setting,
         paper_std_at_paper_setting), then the rest (run counts, best, p_vs_best, tie)."""
         setting = [*self.keys, *self.extra] if self.differs else list(self.keys)
+        if "partition.kind" in setting:  # the settings each kind reads, blank where it does not
+            setting += [k for k in KIND_FACTS if k not in setting]
+        setting += [k for k in dict.fromkeys(self.stated) if k not in setting]
         stats = list(SUMMARY_COLUMNS[1:5])
         if self.differs and self.has_paper:
             paper_cols = [
@@ -302,6 +349,8 @@ PAPER_COLUMNS = ("paper_mean", "paper_std")
 
 
 def _value(cfg: Cfg, key: str) -> Any:
+    if key in KIND_FACTS and not reads(cfg, key.split(".")[1]):
+        return None  # a partition setting its kind does not read
     value = get_path(cfg, key)
     return json.dumps(value) if isinstance(value, dict | list) else value
 

@@ -27,12 +27,17 @@ FACTS: tuple[tuple[str, str], ...] = (
     ("partition.clients", "clients"),
     ("partition.kind", "partition"),
     ("partition.alpha", "alpha"),
+    ("partition.shards_per_client", "shards"),
     ("fl.participation", "participation"),
     ("fl.rounds", "rounds"),
     ("fl.local_steps", "K"),
     ("fl.batch_size", "B"),
     ("privacy", "privacy"),
 )
+#: The partition settings that only some kinds read (partitions.KIND_SETTINGS).
+KIND_FACTS = ("partition.alpha", "partition.shards_per_client")
+#: A fact of its own: the partition kind with the settings it reads (partition_label).
+PARTITION_SETTING = "partition setting"
 #: Config fields that do not change what a table's numbers mean: left out of the comparison with
 #: the paper's setting (where data lives, how often to evaluate, devices, seeds).
 IGNORED_PREFIXES = ("runtime.", "eval.", "seed", "data.root", "data.path", "data.download")
@@ -54,6 +59,7 @@ KEY_FORMATS = {
     "privacy.noise_multiplier": "σ={}",
     "privacy.target_epsilon": "ε={}",
     "privacy.delta": "δ={}",
+    "partition.shards_per_client": "{}/client",
 }
 
 
@@ -103,17 +109,58 @@ def dataset_label(name: str) -> str:
     return DATASET_LABELS.get(name, name)
 
 
+def reads(cfg: Cfg, setting: str) -> bool:
+    """Whether cfg's partition kind reads partition.<setting> (alpha, shards_per_client):
+    partitions.reads; an unknown kind (a config of another version) reads alpha only."""
+    from fedbench.partitions import PARTITIONS, settings_read
+    from fedbench.partitions.base import DEFAULT_READS
+
+    kind = str(get_path(cfg, "partition.kind"))
+    read = settings_read(PARTITIONS.get(kind)) if kind in PARTITIONS else DEFAULT_READS
+    return setting in read
+
+
+def partition_label(cfg: Cfg) -> str:
+    """A partition kind with the settings it reads, as a header reads it: 'Dir-0.1' (kind
+    dirichlet), 'dirichlet_equal Dir-0.3', 'shards 2/client', 'iid'."""
+    kind = str(get_path(cfg, "partition.kind"))
+    parts = [] if kind == "dirichlet" else [kind]
+    for key in KIND_FACTS:
+        if reads(cfg, key.split(".")[1]):
+            parts.append(value_label(key, get_path(cfg, key)))
+    return " ".join(parts) or kind
+
+
+def _cell_value(key: str, cfg: Cfg) -> tuple[str, str]:
+    """(identity, header text) of one key in one run config: partition.kind with the settings
+    the kind reads; a partition setting its kind does not read is ('', '')."""
+    if key == "partition.kind":
+        text = partition_label(cfg)
+        return text, text
+    if key in KIND_FACTS and not reads(cfg, key.split(".")[1]):
+        return "", ""
+    value = get_path(cfg, key)
+    return json.dumps(value), value_label(key, value)
+
+
 def column_label(
     keys: Iterable[str], cfgs: list[Cfg], setting: dict[str, Any] | None = None
 ) -> str:
     """'CNN / Dir-0.6': each grid key's value in the column's run configs (several values, as a
-    row override may give, are joined by 'or'); '' for a table without a grid. With `setting`
-    (the column's grid values), a value that ran in place of the grid's says so: 'digits for
-    CIFAR-10' (used where two columns would otherwise read the same)."""
+    row override may give, are joined by 'or'); '' for a table without a grid. A partition kind
+    names the settings it reads ('shards 2/client'). With `setting` (the column's grid values),
+    a value that ran in place of the grid's says so: 'digits for CIFAR-10' (used where two
+    columns would otherwise read the same)."""
+    keys = list(keys)
     parts = []
     for key in keys:
+        if key in KIND_FACTS and "partition.kind" in keys:
+            continue  # in the kind's label
+        texts = dict(_cell_value(key, c) for c in cfgs)
+        text = " or ".join(t for t in texts.values() if t)
+        if not text:
+            continue
         values = [json.loads(v) for v in dict.fromkeys(json.dumps(get_path(c, key)) for c in cfgs)]
-        text = " or ".join(value_label(key, v) for v in values)
         if setting is not None and key in setting and values != [setting[key]]:
             text += f" for {value_label(key, setting[key])}"
         parts.append(text)
@@ -143,6 +190,8 @@ def _privacy(cfg: Cfg) -> str:
 def _fact_text(key: str, cfg: Cfg) -> str:
     if key == "privacy":
         return _privacy(cfg)
+    if key == PARTITION_SETTING:
+        return partition_label(cfg)
     value = get_path(cfg, key)
     if key == "data.name":
         return dataset_label(str(value))
@@ -153,8 +202,8 @@ def _fact_text(key: str, cfg: Cfg) -> str:
         return _participation(cfg)
     if key == "fl.batch_size" and value == 0:
         return "full client data"
-    if key == "partition.alpha" and not str(get_path(cfg, "partition.kind")).startswith("dirich"):
-        return "-"
+    if key in KIND_FACTS and not reads(cfg, key.split(".")[1]):
+        return "-"  # a setting the partition kind does not read
     return _num(value)
 
 
@@ -171,7 +220,7 @@ class Fact:
 def facts(cfgs_by_column: dict[str, list[Cfg]]) -> list[Fact]:
     """The FACTS over every run of the table, noting those that change with the column."""
     out = []
-    for key, name in FACTS:
+    for key, name in (*FACTS, (PARTITION_SETTING, PARTITION_SETTING)):
         per_col = {
             col: list(dict.fromkeys(_fact_text(key, c) for c in cfgs))
             for col, cfgs in cfgs_by_column.items()
@@ -189,8 +238,14 @@ def describe(facts_: list[Fact]) -> str:
     rounds, K=10 local steps, B=32'."""
     text = {f.name: _join(f) for f in facts_}
     partition = text["partition"]
-    if text["alpha"] != "-":
-        partition += f", alpha {text['alpha']}"
+    kinds = next(f for f in facts_ if f.name == "partition").values
+    if len(kinds) > 1:  # each kind with its own settings: 'Dir-0.1 or shards 2/client'
+        partition = text.get(PARTITION_SETTING, partition)
+    else:
+        if text["alpha"] != "-":
+            partition += f", alpha {text['alpha']}"
+        if text.get("shards", "-") != "-":
+            partition += f", {text['shards']} shards per client"
     sentence = (
         f"{text['dataset']}, model {text['model']}; {text['clients']} clients ({partition}), "
         f"{text['participation']} participation; {text['rounds']} rounds, K={text['K']} local "
@@ -243,3 +298,121 @@ def plan_sentence(preset: str | None, cfgs_by_column: dict[str, list[Cfg]]) -> s
 def setting_key(setting: dict[str, Any]) -> str:
     """The JSON key of a column's grid values, as plan.json and collect() spell it."""
     return json.dumps(setting, sort_keys=False)
+
+
+# --- every other setting that acts on the runs ------------------------------------------------
+
+#: Fields no report states although they are in the run id: where the data lives, evaluation
+#: frequency and batch, extra diagnostics, and the device and engine (the same computation).
+UNSTATED_PREFIXES = (
+    "seed",
+    "data.root",
+    "data.path",
+    "data.download",
+    "eval.every",
+    "eval.batch_size",
+    "eval.diagnostics",
+    "runtime.device",
+    "runtime.engine",
+)
+#: Stated by the FACTS sentence (privacy: noise or its target, clip, delta).
+FACT_FIELDS = (
+    *(key for key, _ in FACTS if key != "privacy"),
+    "model.pretrained",
+    "privacy.noise_multiplier",
+    "privacy.target_epsilon",
+    "privacy.clip",
+    "privacy.delta",
+)
+
+
+def stated_settings(cfg: Cfg) -> dict[str, Any]:
+    """The fields of a resolved run config that act on its results (RunConfig.acting_data) and
+    differ from the built-in defaults (its algorithm's, its privacy section's), flattened,
+    beyond those the FACTS sentence states, plus algorithm.name; {} for a config this version
+    cannot read."""
+    from fedbench.config import RunConfig, parse_run_config
+    from fedbench.errors import FedbenchError
+
+    try:
+        run = parse_run_config(json.loads(json.dumps(cfg)))
+    except FedbenchError:
+        return {}
+    privacy = type(run.privacy)() if run.privacy is not None else None
+    defaults = flatten(RunConfig(algorithm=type(run.algorithm)(), privacy=privacy).to_dict())
+    out = {"algorithm.name": run.algorithm.name}
+    for key, value in flatten(run.acting_data()).items():
+        if key.startswith(UNSTATED_PREFIXES) or key in FACT_FIELDS:
+            continue
+        if key not in defaults or value != defaults[key]:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Scoped:
+    """The stated settings of a table's runs, each once, where it applies: `base` (the same in
+    every run), `columns` (keys that follow the column: the headers name them), `rows` (row label
+    -> key -> text, for keys that follow the row or change within it)."""
+
+    base: dict[str, str]
+    columns: list[str]
+    rows: dict[str, dict[str, str]]
+
+    def base_text(self) -> str:
+        """'data.image_size=14, eval.train_subset=0' (empty without any)."""
+        return ", ".join(f"{k}={v}" for k, v in self.base.items())
+
+    def rows_text(self) -> str:
+        """'FedAvg: fedavg, lr=0.05; FedAdam: fedadam, lr=0.05, server_lr=0.1'."""
+        return "; ".join(
+            f"{row}: " + ", ".join(_row_item(k, v) for k, v in items.items())
+            for row, items in self.rows.items()
+            if items
+        )
+
+
+def _row_item(key: str, text: str) -> str:
+    if key == "algorithm.name":
+        return text
+    return f"{key.removeprefix('algorithm.')}={text}"
+
+
+def _text(value: Any) -> str:
+    """A stated value as YAML writes it: 0.05, true, null, [a, b]."""
+    if isinstance(value, dict | list | bool) or value is None:
+        return json.dumps(value)
+    return _num(value)
+
+
+def scope_settings(runs: list[tuple[str, str, Cfg]], grid_keys: Iterable[str]) -> Scoped:
+    """stated_settings of every (row label, column key, run config), sorted by where each
+    applies (Scoped). Grid keys are left out: the column headers name them."""
+    stated = [(row, col, stated_settings(cfg)) for row, col, cfg in runs]
+    skip = set(grid_keys)
+    keys = [k for k in dict.fromkeys(k for _, _, s in stated for k in s) if k not in skip]
+    base: dict[str, str] = {}
+    columns: list[str] = []
+    rows: dict[str, dict[str, str]] = {row: {} for row in dict.fromkeys(r for r, _, _ in stated)}
+    for key in keys:
+        values = [(row, col, json.dumps(s.get(key))) for row, col, s in stated]
+        distinct = dict.fromkeys(v for _, _, v in values)
+        if len(distinct) == 1:
+            base[key] = _text(json.loads(next(iter(distinct))))
+            continue
+        by_col: dict[str, set[str]] = {}
+        by_row: dict[str, list[str]] = {}
+        for row, col, v in values:
+            by_col.setdefault(col, set()).add(v)
+            by_row.setdefault(row, [])
+            if v not in by_row[row]:
+                by_row[row].append(v)
+        if key != "algorithm.name" and all(len(v) == 1 for v in by_col.values()):
+            columns.append(key)
+            continue
+        for row, texts in by_row.items():
+            shown = [_text(json.loads(v)) for v in texts if v != "null"]
+            if shown:
+                varies = " (varies by column)" if len(texts) > 1 else ""
+                rows[row][key] = " or ".join(shown) + varies
+    return Scoped(base, columns, rows)

@@ -16,7 +16,9 @@ from typing import Any
 
 import pandas as pd
 from rich import box
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from fedbench.config import parse_override, read_yaml
 from fedbench.engine.run_folder import RunFolder
@@ -39,8 +41,12 @@ def find_run_folders(root: Path) -> list[Path]:
         raise FedbenchError(f"{root} does not exist; give an output folder of fedbench (--out)")
     if (root / "config.yaml").is_file():
         return [root]
-    folders = sorted(p.parent for p in root.glob("*/config.yaml"))
-    folders += sorted(p.parent for p in root.glob("runs/*/config.yaml"))
+    # A link is a run's old name, kept pointing at its current folder (RunFolder.for_config):
+    # each run is listed once.
+    folders = sorted(p.parent for p in root.glob("*/config.yaml") if not p.parent.is_symlink())
+    folders += sorted(
+        p.parent for p in root.glob("runs/*/config.yaml") if not p.parent.is_symlink()
+    )
     if not folders:
         raise FedbenchError(
             f"no run folders under {root} (looked for {root}/runs/*/config.yaml and "
@@ -189,38 +195,77 @@ def list_runs(root: Path, where: list[str] | None = None) -> pd.DataFrame:
 
 #: Listing columns shown in the terminal only when they differ between the runs listed.
 CONSTANT_HIDDEN = ("status", "round")
+#: Columns the terminal leaves out, in this order, while the listing is wider than the terminal
+#: (the run id then fits on one line): those the run id spells already (seed, algorithm), then
+#: the measurements after test_acc. `--format csv` / `json` keep every column.
+NARROW_DROPS = ("seed", "algorithm.name", "wall_s", "test_loss", "train_loss", "round")
 
 
-def as_rich(frame: pd.DataFrame, title: str) -> Table:
+def _column_width(frame: pd.DataFrame, column: str) -> int:
+    header = _header(str(column))
+    return max([len(line) for line in header.splitlines()] + [len(_text(v)) for v in frame[column]])
+
+
+def _fit(frame: pd.DataFrame, width: int | None) -> tuple[pd.DataFrame, list[str]]:
+    """The frame without NARROW_DROPS columns, in order, until its table fits `width`
+    characters (_needed); also the columns left out."""
+    dropped: list[str] = []
+    for column in (None, *NARROW_DROPS):
+        if column is not None and column in frame:
+            frame = frame.drop(columns=[column])
+            dropped.append(column)
+        if width is None or _needed(frame) <= width:
+            break
+    return frame, dropped
+
+
+def _needed(frame: pd.DataFrame) -> int:
+    """The characters a listing of `frame` needs: its columns and two spaces beside each (the
+    table's padding)."""
+    return sum(_column_width(frame, c) + 2 for c in frame.columns)
+
+
+def as_rich(frame: pd.DataFrame, title: str, width: int | None = None) -> Table | Group:
     """The terminal listing: only the columns that differ between the runs (a value every run
     shares, such as "completed" or the round, moves to the title), dotted config keys broken at
-    their dots over the header's lines, run ids in full (folded, never cut to `fedad…`), numbers
-    to 4 significant digits, blanks for missing values."""
+    their dots over the header's lines, run ids in full on one line (never cut to `fedad…`, nor
+    folded: in a terminal of `width` columns the NARROW_DROPS columns make room first, named in
+    the title; when that is not enough, the table numbers its rows and the run ids follow it,
+    one per line), numbers to 4 significant digits, blanks for missing values."""
     frame = frame.drop(columns=["folder"], errors="ignore")
     shared = []
     for column in CONSTANT_HIDDEN:
         if column in frame and len(frame) > 1 and frame[column].nunique(dropna=False) == 1:
             shared.append(f"{column} {_text(frame[column].iloc[0])}")
             frame = frame.drop(columns=[column])
+    fitted, dropped = _fit(frame, width)
+    ids: list[str] = []
+    if width is not None and "run_id" in frame and _needed(fitted) > width:
+        ids = [str(v) for v in frame["run_id"]]
+        frame = frame.drop(columns=["run_id"])
+        frame.insert(0, "#", [str(i) for i in range(1, len(ids) + 1)])
+        fitted, dropped = _fit(frame, width)
+    frame = fitted
+    notes = [f"every run: {', '.join(shared)}"] if shared else []
+    if dropped:
+        notes.append(f"narrow terminal: no {', '.join(dropped)} (--format csv has them)")
     view = Table(
-        title=title + (f" (every run: {', '.join(shared)})" if shared else ""),
+        title=title + (f" ({'; '.join(notes)})" if notes else ""),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         collapse_padding=True,
     )
     for column in frame.columns:
-        header = _header(str(column))
-        width = max(
-            [len(line) for line in header.splitlines()] + [len(_text(v)) for v in frame[column]]
-        )
-        # Only the run id folds when the terminal is narrow: keys and numbers stay whole.
-        view.add_column(
-            header, overflow="fold", min_width=min(width, 24) if column == "run_id" else width
-        )
+        # The run id stays on one line; the other columns keep their full width too.
+        width_ = _column_width(frame, column)
+        view.add_column(_header(str(column)), min_width=width_, no_wrap=column == "run_id")
     for row in frame.itertuples(index=False):
         view.add_row(*(_text(v) for v in row))
-    return view
+    if not ids:
+        return view
+    key = "\n".join(f"{i:>{len(str(len(ids)))}} {run_id}" for i, run_id in enumerate(ids, 1))
+    return Group(view, Text("run ids:"), Text(key, no_wrap=True, overflow="ignore"))
 
 
 def _header(key: str) -> str:
@@ -311,14 +356,18 @@ def output_format(format_: str, csv: bool = False) -> str:
 
 
 def runs_view(
-    root: Path, where: list[str] | None = None, format_: str = "table", csv: bool = False
-) -> str | Table:
-    """`fedbench runs`: the run folders under ROOT as a terminal table, or as the text of a CSV
-    or JSON listing (every column)."""
+    root: Path,
+    where: list[str] | None = None,
+    format_: str = "table",
+    csv: bool = False,
+    width: int | None = None,
+) -> str | Table | Group:
+    """`fedbench runs`: the run folders under ROOT as a terminal table (fitted to `width`
+    columns, see as_rich), or as the text of a CSV or JSON listing (every column)."""
     shown = output_format(format_, csv)
     frame = list_runs(root, where or [])
     if shown == "csv":
         return str(frame.to_csv(index=False))
     if shown == "json":
         return as_json(frame) + "\n"
-    return as_rich(frame, f"runs in {root}: {len(frame)}")
+    return as_rich(frame, f"runs in {root}: {len(frame)}", width)

@@ -255,6 +255,16 @@ class View:
     #: table.csv's header prefixes (ours, the paper's), e.g. ("digits", "CIFAR-100") where the
     #: dataset that ran is not the paper's; empty when it is.
     csv_prefix: tuple[str, str] = ("", "")
+    #: Each row's settings that differ between rows (algorithm and its hyperparameters, where
+    #: they differ from the algorithm's defaults): 'FedAvg: fedavg, lr 0.05; ...'.
+    rows: str = ""
+    #: With the table's `column_labels:`, what each named column ran: 'Dir-0.1: Dir-0.1; ...'.
+    columns: str = ""
+
+    def ran_lines(self) -> list[tuple[str, str]]:
+        """(name, text) of what ran, the rows' and the columns' settings, each when present."""
+        named = [("What ran", self.ran), ("Rows", self.rows), ("Columns", self.columns)]
+        return [(name, text) for name, text in named if text]
 
     @property
     def has_paper(self) -> bool:
@@ -436,7 +446,10 @@ def _md_table(view: View, paper: bool) -> list[str]:
 
 
 def to_markdown(view: View) -> str:
-    lines = [f"# {view.title}", "", f"**What ran:** {view.ran}.", "", f"{view.details}.", ""]
+    lines = [f"# {view.title}", ""]
+    for name, text in view.ran_lines():
+        lines += [f"**{name}:** {text}.", ""]
+    lines += [f"{view.details}.", ""]
     lines += _md_table(view, paper=False)
     lines += ["", *(f"- {line}" for line in view.legend())]
     if view.note:
@@ -532,7 +545,8 @@ def to_latex(view: View, label: str, paper_numbers: bool = False) -> str:
     metric subheaders, a caption from the resolved configs and the legend; with paper_numbers
     the paper's numbers follow as a second, labelled tabular (never inline with ours), and the
     caption carries the caveat when the paper's setting differs."""
-    caption = [f"{view.title}. What ran: {view.ran}; {view.details}.", view.short_legend()]
+    more = "".join(f" {name}: {text}." for name, text in view.ran_lines()[1:])
+    caption = [f"{view.title}. What ran: {view.ran}; {view.details}.{more}", view.short_legend()]
     blocks = ["\n".join(_tex_tabular(view, paper=False))]
     if view.has_paper and paper_numbers:
         caption.append(
@@ -599,7 +613,10 @@ def _rich_table(view: View, paper: bool) -> Table:
 def to_rich(view: View) -> Group:
     """What ran, our table with its legend, then the paper's block (labelled, with its caveat)."""
     parts: list[Any] = [
-        Text(f"what ran: {view.ran}", style="bold"),
+        *(
+            Text(f"{name.lower()}: {text}", style="bold" if name == "What ran" else "")
+            for name, text in view.ran_lines()
+        ),
         Text(view.details),
         _rich_table(view, paper=False),
         Text("\n".join(f"  {line}" for line in view.legend(BEST_MARK)), style="dim"),

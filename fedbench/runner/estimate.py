@@ -18,7 +18,9 @@ estimate names it (device, engine, precision, when measured):
   data is needed), else on the dataset itself.
 
 Runs that no figure covers are counted and described, never guessed; with no figures for this
-device the estimate says so and how to measure them.
+device, or figures marked `"representative": false` (a suite measured on a loaded machine:
+`fedbench bench --suite` marks a CPU suite so when the load average exceeded the cores), the
+estimate says "no measurement for this device" and how to get one.
 """
 
 from __future__ import annotations
@@ -67,6 +69,12 @@ class Figures:
     @property
     def rows(self) -> list[dict[str, Any]]:
         return list(self.data.get("rows", []))
+
+    @property
+    def representative(self) -> bool:
+        """False for a file marked `"representative": false` (measured on a loaded machine,
+        say): no estimate reads its rates."""
+        return self.data.get("representative", True) is not False
 
     def source(self) -> str:
         """Where the figures come from: device, torch, when, and how they were scaled."""
@@ -331,12 +339,17 @@ def estimate_lines(
         )
     path = figures_path(device, results)
     figures = load_figures(path)
-    if figures is None:
+    if figures is None or not figures.representative:
+        why = (
+            f"{path} does not exist"
+            if figures is None
+            else f"{path} is marked unrepresentative"
+            + (f" ({figures.data['note']})" if figures.data.get("note") else "")
+        )
         return [
-            f"estimate: none; no benchmark figures for this device ({device}): {path} does not "
-            "exist. Measure them with `fedbench bench --suite table1` (it writes that file; "
-            "`--set fl.local_steps=1` scales it down), or add --estimate to measure this plan's "
-            "workloads with a short probe."
+            f"estimate: none; no measurement for this device ({device}): use --estimate (a short "
+            f"probe of this plan's workloads here), or measure them with `fedbench bench --suite "
+            f"table1` on an otherwise idle machine (it writes {path}); {why}"
         ]
     return _summarise(
         pending,

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, PlannedRun
@@ -151,7 +151,10 @@ class RunQueue:
 
 
 class SweepProgress:
-    """Runs done / running / failed and an ETA: a rich bar on a terminal, plain lines otherwise."""
+    """Runs done / running / failed and an ETA: a rich bar on a terminal, one line per finished
+    run otherwise. The ETA is fedbench's own, from the measured wall times of the runs that
+    trained here (rich's remaining-time column extrapolated from the last few updates and read
+    0:00:35 with minutes left); runs finished by an earlier sweep count apart ("already done")."""
 
     def __init__(self, console: Console | None, total: int, workers: int, label: str) -> None:
         self.console, self.total, self.workers, self.label = console, total, workers, label
@@ -164,30 +167,37 @@ class SweepProgress:
             self.rich = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
-                TextColumn("{task.completed}/{task.total} runs"),
                 TextColumn("{task.fields[counts]}"),
                 TimeElapsedColumn(),
-                TimeRemainingColumn(),
                 console=console,
             )
             self.rich.start()
             self.task = self.rich.add_task(label, total=total, counts=self._counts())
 
     def _counts(self) -> str:
+        """'runs: 4 of 18 to train done, 2 running, 0 failed; 16 already done; eta 2 min'."""
         running = self.running
         if running is None:
             running = min(self.workers, self.total - self.done)
-        cached = f"  already done {self.cached}" if self.cached else ""
-        return f"done {self.done}  running {running}  failed {self.failed}{cached}"
+        to_train = self.total - self.cached
+        cached = f"; {self.cached} already done" if self.cached else ""
+        eta = self.eta()
+        return (
+            f"runs: {self.done - self.cached} of {to_train} to train done, {running} running, "
+            f"{self.failed} failed{cached}" + (f"; {eta}" if eta else "")
+        )
 
     def eta(self) -> str:
-        """`  eta N s` from the runs that trained; nothing when none did or none is left (a rerun
-        of finished runs has no rate to extrapolate)."""
+        """'eta 2 min' from the mean wall time of the runs that trained, the runs left and the
+        workers; empty when none trained or none is left (a rerun of finished runs has no rate
+        to extrapolate)."""
+        from fedbench.runner.estimate import duration
+
         trained = self.done - self.cached
         left = self.total - self.done
         if trained == 0 or left == 0:
             return ""
-        return f"  eta {self.trained_s / trained * left / min(self.workers, left):.0f} s"
+        return f"eta {duration(self.trained_s / trained * left / min(self.workers, left))}"
 
     def set_running(self, running: int) -> None:
         self.running = running
@@ -208,14 +218,19 @@ class SweepProgress:
         )
 
     def update(self, run: PlannedRun, outcome: Outcome) -> None:
+        """A planned run finished: its row, column and seed name it."""
+        where = cell_label(run.setting, run.cfg.to_dict())
+        self.finished(f"{run.method} {where} seed {run.seed}", outcome)
+
+    def finished(self, what: str, outcome: Outcome) -> None:
+        """A run finished (`what` names it): the bar moves, or one line off a terminal."""
         self.done += 1
         self.failed += outcome.status in ("failed", "diverged")
         self.cached += outcome.cached
         if not outcome.cached:
             self.trained_s += outcome.wall_s
         if self.rich is not None:
-            # A finished run leaves the bar's total instead of completing in no time, so that
-            # rich's remaining-time estimate is the rate of runs that trained.
+            # A finished run leaves the bar's total instead of completing in no time.
             total = self.total - self.cached
             self.rich.update(
                 self.task, total=total, completed=self.done - self.cached, counts=self._counts()
@@ -223,14 +238,14 @@ class SweepProgress:
             return
         if self.console is None:
             return
-        where = cell_label(run.setting, run.cfg.to_dict())
         acc = f" test_acc {outcome.test_acc:.2f}" if outcome.test_acc is not None else ""
-        note = " (already done)" if outcome.cached else ""
+        note = " (already done)" if outcome.cached else f" in {outcome.wall_s:.0f} s"
         note += f" on node {outcome.node}" if outcome.node else ""
         reason = f": {outcome.error}" if outcome.status != "completed" and outcome.error else ""
+        eta = self.eta()
         self.console.print(
-            f"[{self.done}/{self.total}] {run.method} {where} seed {run.seed}: "
-            f"{outcome.status}{note}{acc}{reason}{self.eta()}",
+            f"[{self.done}/{self.total} runs] {what}: {outcome.status}{note}{acc}{reason}"
+            + (f"; {eta}" if eta else ""),
             markup=False,
             highlight=False,
             soft_wrap=True,

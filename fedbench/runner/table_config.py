@@ -103,6 +103,9 @@ class TableConfig(Strict):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     #: grid key -> {grid value: {dotted key: value}}: per-column settings (module docstring).
     column_overrides: dict[str, dict[Any, dict[str, Any]]] = Field(default_factory=dict)
+    #: grid key -> {grid value: the column's name in the report}, in place of the name built
+    #: from what ran (the report then lists what each named column ran).
+    column_labels: dict[str, dict[Any, str]] = Field(default_factory=dict)
     methods: dict[str, dict[str, Any]]
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2, 3, 4], min_length=1)
     metrics: list[str] = Field(default_factory=lambda: ["test_acc", "train_loss"])
@@ -133,18 +136,19 @@ class TableConfig(Strict):
         for key, values in self.grid.items():
             if not values:
                 raise ValueError(f"grid key {key!r} has no values")
-        for key, by_value in self.column_overrides.items():
-            if key not in self.grid:
-                raise ValueError(
-                    f"column_overrides key {key!r} is not a grid key; grid keys: "
-                    f"{', '.join(self.grid) or 'none'}"
-                )
-            unknown = [v for v in by_value if v not in self.grid[key]]
-            if unknown:
-                raise ValueError(
-                    f"column_overrides.{key}: {unknown[0]!r} is not one of the grid's values "
-                    f"{self.grid[key]}"
-                )
+        for field_name in ("column_overrides", "column_labels"):
+            for key, by_value in getattr(self, field_name).items():
+                if key not in self.grid:
+                    raise ValueError(
+                        f"{field_name} key {key!r} is not a grid key; grid keys: "
+                        f"{', '.join(self.grid) or 'none'}"
+                    )
+                unknown = [v for v in by_value if v not in self.grid[key]]
+                if unknown:
+                    raise ValueError(
+                        f"{field_name}.{key}: {unknown[0]!r} is not one of the grid's values "
+                        f"{self.grid[key]}"
+                    )
         for row, spec in self.tuning.items():
             if row not in self.methods:
                 raise ValueError(
@@ -160,6 +164,14 @@ class TableConfig(Strict):
         for key, by_value in self.column_overrides.items():
             items.extend((by_value.get(setting[key]) or {}).items())
         return items
+
+    def named_column(self, setting: dict[str, Any]) -> str | None:
+        """The column's name from `column_labels` (its grid keys' names joined by ' / ', a key
+        without one named 'key=value'); None when the table names none of its values."""
+        named = [self.column_labels.get(k, {}).get(v) for k, v in setting.items()]
+        if not any(named):
+            return None
+        return " / ".join(n or f"{k}={v}" for n, (k, v) in zip(named, setting.items(), strict=True))
 
     def settings(self) -> list[dict[str, Any]]:
         """The columns: every combination of grid values, in the order written."""

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fedbench.config import DataConfig
-from fedbench.data import load_dataset
+from fedbench.data import DATASETS, load_dataset
 from fedbench.data.augment import random_crop_flip
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.errors import FedbenchError
@@ -88,6 +88,35 @@ def test_fmnist_from_idx_files(tmp_path, monkeypatch):
     (raw / "train-images-idx3-ubyte.gz").unlink()
     with pytest.raises(FedbenchError, match="dataset-fashion-mnist"):
         load_dataset(DataConfig(name="fmnist", root=str(tmp_path), download=False))
+
+
+@pytest.mark.parametrize("name", sorted(DATASETS))
+def test_a_set_data_root_that_does_not_exist_is_an_error_for_every_dataset(name, tmp_path):
+    """Fashion-MNIST used to fall back to Debian's copy, train, and record the missing root."""
+    missing = tmp_path / "nowhere"
+    with pytest.raises(FedbenchError) as info:
+        load_dataset(DataConfig(name=name, root=str(missing), download=False))
+    msg = str(info.value)
+    assert f"data.root {missing} does not exist" in msg and "\n" not in msg
+    (tmp_path / "file").write_text("")
+    with pytest.raises(FedbenchError, match="is not a folder"):
+        load_dataset(DataConfig(name=name, root=str(tmp_path / "file"), download=False))
+
+
+def test_fmnist_searches_only_a_set_root(tmp_path, monkeypatch):
+    """Debian's copy stands in for the default root only: a set root without the files is
+    'not found', naming the root, not a silent read of /usr/share/datasets."""
+    import fedbench.data.vision as vision
+
+    debian = tmp_path / "debian"
+    debian.mkdir()
+    for stem in vision.FMNIST_FILES.values():
+        (debian / stem).write_bytes(b"")
+    monkeypatch.setattr(vision, "DEBIAN_FMNIST", debian)
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(FedbenchError) as info:
+        load_dataset(DataConfig(name="fmnist", root=str(tmp_path / "mine"), download=False))
+    assert str(tmp_path / "mine") in str(info.value) and str(debian) not in str(info.value)
 
 
 def test_batch_indices_without_replacement_within_epoch():

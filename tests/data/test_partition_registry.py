@@ -8,7 +8,7 @@ from fedbench.catalog import first_line
 from fedbench.config import PartitionConfig, parse_run_config
 from fedbench.data.partition import partition
 from fedbench.errors import FedbenchError
-from fedbench.partitions import PARTITIONS
+from fedbench.partitions import PARTITIONS, reads, settings_read
 
 KINDS = ["dirichlet", "dirichlet_equal", "dirichlet_label", "iid", "natural", "shards"]
 
@@ -64,4 +64,27 @@ def test_kind_parameters_keep_the_run_ids() -> None:
     a = parse_run_config({"partition": {"kind": "shards", "shards_per_client": 2}})
     b = parse_run_config({"partition": {"kind": "shards", "shards_per_client": 5}})
     assert a.config_hash() != b.config_hash()
-    assert a.run_id() == "fedadamw-split-shards-digits-cnn-s0-1b9b1d8552"
+    # The id a shards run had while alpha was hashed for every kind (RunFolder.for_config
+    # still finds runs filed under it).
+    assert a.run_id(legacy=True) == "fedadamw-split-shards-digits-cnn-s0-1b9b1d8552"
+    assert a.run_id() == "fedadamw-split-shards-digits-cnn-s0-2795be8dde"
+
+
+@pytest.mark.parametrize("kind", ["shards", "iid"])
+def test_a_setting_the_kind_does_not_read_neither_names_nor_hashes_its_runs(kind) -> None:
+    """A shards run's id named `dir0.1`, an alpha the split never reads."""
+    a = parse_run_config({"partition": {"kind": kind, "alpha": 0.1}})
+    b = parse_run_config({"partition": {"kind": kind, "alpha": 0.6}})
+    assert a.run_id() == b.run_id() and "dir" not in a.run_id()
+    assert "alpha" not in a.acting_data()["partition"]
+    assert "dir0.1" in a.run_id(legacy=True)  # the id it had before
+    dirichlet = parse_run_config({"partition": {"kind": "dirichlet", "alpha": 0.1}})
+    assert "dir0.1" in dirichlet.run_id() and dirichlet.run_id() == dirichlet.run_id(legacy=True)
+    assert dirichlet.run_id() != parse_run_config({"partition": {"alpha": 0.6}}).run_id()
+
+
+def test_reads_declares_only_kind_settings() -> None:
+    with pytest.raises(ValueError, match="not among"):
+        reads("clients")
+    assert settings_read(PARTITIONS.get("shards")) == {"shards_per_client"}
+    assert settings_read(PARTITIONS.get("dirichlet")) == {"alpha"}

@@ -198,3 +198,30 @@ def test_a_disk_that_fills_up_inside_torch_save_raises_the_os_error(tmp_path: Pa
         checkpoint.save_checkpoint(tmp_path / "checkpoint.pt", state)
     assert caught.value.errno == errno.ENOSPC
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_interrupted_under_its_former_id_resumes_from_its_checkpoint(
+    tmp_path: Path, monkeypatch, caplog
+):
+    """A shards run whose id (and config hash) still named the unused partition.alpha, killed
+    mid-run by an older fedbench: the next run finds it under its current id and resumes it."""
+    from fedbench.config import RunConfig
+
+    cfg = tiny_config(
+        "runtime.checkpoint_every=1", "eval.every=1", "partition.kind=shards", "partition.alpha=0.1"
+    )
+    assert cfg.run_id(legacy=True) != cfg.run_id()
+    run_id, config_hash = RunConfig.run_id, RunConfig.config_hash
+    monkeypatch.setattr(RunConfig, "run_id", lambda self, legacy=False: run_id(self, legacy=True))
+    monkeypatch.setattr(
+        RunConfig, "config_hash", lambda self, legacy=False: config_hash(self, legacy=True)
+    )
+    # Killed under the former id; the folder is looked up again with the patches undone.
+    run = _killed_after_round_2(cfg, tmp_path, monkeypatch)
+    assert run.name == cfg.run_id() and (run / "checkpoint.pt").is_file()
+    assert (tmp_path / "runs" / cfg.run_id(legacy=True)).is_symlink()
+    with caplog.at_level(logging.WARNING, logger="fedbench"):
+        resumed = train(cfg, tmp_path)
+    assert "corrupt" not in caplog.text and resumed.status == "completed"
+    assert resumed.run_dir == run
+    assert json.loads((run / "attempt.json").read_text())["attempts"] == 2

@@ -77,9 +77,25 @@ def test_rerun_of_finished_runs_prints_no_eta() -> None:
         ]
     )
     assert "eta" not in lines[0]
-    assert lines[1].endswith("eta 120 s")  # 60 s per trained run, 2 runs left
-    assert lines[2].endswith("eta 60 s")
+    assert lines[1].endswith("; eta 2 min")  # 60 s per trained run, 2 runs left
+    assert lines[2].endswith("; eta 1 min")
     assert "eta" not in lines[3]  # nothing left
+    assert lines[1].startswith("[2/4 runs] FedAvg Dir-0.6 seed 0: completed in 60 s")
+
+
+def test_the_bar_labels_its_counts_and_takes_its_eta_from_finished_runs() -> None:
+    """'4/18 runs done 16' did not say what was counted; rich's remaining time read 0:00:35
+    with minutes left."""
+    progress = SweepProgress(None, total=20, workers=2, label="t")
+    for i in range(16):
+        progress.finished(f"r{i}", Outcome(f"r{i}", "completed", cached=True))
+    for i in range(2):
+        progress.finished(f"t{i}", Outcome(f"t{i}", "completed", wall_s=75.0))
+    progress.set_running(2)
+    # 75 s per trained run, 2 left on 2 workers: 75 s.
+    assert progress._counts() == (
+        "runs: 2 of 4 to train done, 2 running, 0 failed; 16 already done; eta 1 min"
+    )
 
 
 def test_final_line_rounds_and_shows_epsilon_for_private_runs() -> None:

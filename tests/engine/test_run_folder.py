@@ -117,3 +117,23 @@ def test_run_status_from_the_folder_alone(tmp_path: Path):
     for final in ("completed", "diverged"):
         folder.write_summary({"status": final, "error": None})
         assert run_status(path).state == final and run_status(path).group == "finished"
+
+
+def test_a_run_filed_under_its_old_id_is_found_moved_and_still_opens_by_it(tmp_path: Path):
+    """Shards runs' ids named the unused partition.alpha (`dir0.1`); a finished run filed under
+    that id is neither orphaned nor listed twice when the id changes."""
+    from fedbench.config import parse_run_config
+    from fedbench.report.runs import find_run_folders
+
+    cfg = parse_run_config({"partition": {"kind": "shards", "alpha": 0.1}})
+    old = tmp_path / "runs" / cfg.run_id(legacy=True)
+    assert "dir0.1" in old.name and "dir0.1" not in cfg.run_id()
+    old.mkdir(parents=True)
+    (old / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    (old / "summary.json").write_text(json.dumps({"status": "completed"}))
+    folder = RunFolder.for_config(tmp_path, cfg)
+    assert folder.path.name == cfg.run_id() and folder.is_finished()
+    assert old.is_symlink() and old.resolve() == folder.path.resolve()
+    assert RunFolder(child_folder(tmp_path / "runs", old.name)).is_finished()  # the old id
+    assert find_run_folders(tmp_path) == [folder.path]
+    assert RunFolder.for_config(tmp_path, cfg).path == folder.path  # stable on a second look

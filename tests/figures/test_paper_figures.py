@@ -256,3 +256,30 @@ def test_sweep_where_that_matches_no_column_is_a_one_line_error(tmp_path: Path) 
     with pytest.raises(FedbenchError, match="no column of table1 matches"):
         context.sweep("table1", preset="quick", where={"partition.alpha": 0.3})
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.engine
+def test_a_figures_runs_print_one_line_each_off_a_terminal(tmp_path: Path, capsys) -> None:
+    """`fedbench figure` printed nothing until its end when its output was not a terminal."""
+    from fedbench.config import parse_run_config
+    from fedbench.figures.base import FigureContext
+
+    base = {
+        "model": {"name": "logreg"},
+        "partition": {"clients": 4},
+        "fl": {"rounds": 2, "participation": 0.5, "local_steps": 2, "batch_size": 16},
+        "eval": {"every": 1, "train_subset": 100},
+        "runtime": {"checkpoint_every": 0, "device": "cpu"},
+    }
+    configs = [parse_run_config({**base, "seed": seed}) for seed in (0, 1)]
+    context = FigureContext(out=tmp_path, folder=tmp_path / "figures" / "fig")
+    folders = context.train(configs)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        f"[1/2 runs] {configs[0].run_id()}",
+        f"[2/2 runs] {configs[1].run_id()}",
+    ]
+    assert lines[0].split(": ", 1)[1].startswith("completed in ") and "eta" in lines[0]
+    assert "eta" not in lines[1] and folders[1].name == configs[1].run_id()
+    context.train(configs)  # read back: the same lines, said to be done
+    assert capsys.readouterr().err.count("(already done)") == 2

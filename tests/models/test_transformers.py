@@ -134,7 +134,9 @@ def test_timm_weights_file_loads_and_drops_the_head(tmp_path):
 
 
 def _quick_table3_args(root: Path, method: str, task: str) -> list[str]:
-    """`fedbench train` arguments of one Table 3 quick run: base, method, grid value, preset."""
+    """`fedbench train` arguments of one Table 3 quick run: base, method, grid value, preset,
+    with data.root `root` (created: a set data.root must exist)."""
+    root.mkdir(parents=True, exist_ok=True)
     table = yaml.safe_load((CONFIGS / "table3.yaml").read_text())
 
     def flat(prefix: str, value) -> list[tuple[str, object]]:

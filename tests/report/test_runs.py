@@ -142,3 +142,32 @@ def test_runs_format_csv_and_json(out: Path, run_cli):
     assert records[3]["wall_s"] is None and records[0]["test_acc"] == 80.0
     code, _, err = run_cli("runs", str(out), "--format", "xml")
     assert code == 2 and "use table, csv or json" in err
+
+
+@pytest.mark.parametrize("width", [80, 100, 400])
+def test_runs_table_never_wraps_a_run_id_and_fits_the_terminal(
+    tmp_path: Path, run_cli, monkeypatch, width: int
+):
+    """At 100 columns long run ids wrapped over two lines: the columns the id spells already
+    (seed, algorithm) and the later measurements make room first, then the ids move below the
+    table, one per line."""
+    monkeypatch.setattr(cli.console, "width", width)
+    ids = []
+    for seed, lr in ((0, 0.003), (1, 0.01)):
+        config = cfg({"name": "local_adamw", "lr": lr}).model_copy(update={"seed": seed})
+        run_id = f"local_adamw-split-shards-lr{lr}-T20-K10-fmnist-cnn-s{seed}-0123456789"
+        fake_run(tmp_path / "runs" / run_id, config, 50.0 + seed)
+        ids.append(run_id)
+    code, stdout, _ = run_cli("runs", str(tmp_path))
+    assert code == 0
+    lines = stdout.splitlines()
+    assert all(len(line.rstrip()) <= width for line in lines)
+    for run_id in ids:  # each id whole, on one line
+        assert sum(run_id in line for line in lines) == 1
+    if width == 400:
+        assert "seed" in stdout and "narrow terminal" not in stdout
+    if width == 100:  # the id's own seed column makes room
+        assert "narrow terminal: no seed" in stdout and "--format csv has them" in stdout
+    assert ("run ids:" in stdout) is (width == 80)  # too narrow for the ids beside the table
+    if width == 80:
+        assert f"1 {ids[0]}" in stdout and f"2 {ids[1]}" in stdout

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from fedbench.errors import FedbenchError
 from fedbench.report import build_report
 from fedbench.report.significance import tie_with_best, welch_p
 from fedbench.report.tables import tex_escape
@@ -72,10 +73,12 @@ def test_quick_preset_report_states_what_ran_and_keeps_the_paper_apart(tmp_path:
     md = (folder / "table.md").read_text()
     head, paper = md.split("## paper (CIFAR-100, ResNet-18)")
     # what ran, from the run configs: never the paper's labels
-    assert head.startswith("# tiny, preset quick\n")
+    # the table's title, always; the preset named and the setting said not to be the paper's
+    assert head.startswith("# tiny test table, preset quick (not the paper's setting: see what")
     assert (
         "**What ran:** digits, model LogReg; 5 clients (dirichlet, alpha 0.6 or 0.1 (per "
-        "column)), 40% (2 per round) participation; 3 rounds, K=2 local steps, B=16." in head
+        "column)), 40% (2 per round) participation; 3 rounds, K=2 local steps, B=16; also "
+        "algorithm.lr=0.05, eval.train_subset=200." in head
     )
     assert (
         "preset quick; 3 seeds (0-2); each run's final evaluation; --set: algorithm.lr=0.05" in head
@@ -259,7 +262,7 @@ def test_one_seed_has_no_bold_and_the_legend_says_1_seed(tmp_path: Path):
     folder = write_table(tmp_path, tiny_table_data(), spread, seeds=1)
     report = build_report(folder)
     md = (folder / "table.md").read_text()
-    assert "**" not in md.split("**What ran:**")[1].split("## paper")[0]
+    assert "**" not in md.split("| method")[1].split("## paper")[0]
     assert "| Local SGD | 60.00 |" in md and "| FedAdamW | 80.00 |" in md  # not bold
     assert not report.summary["best"].any()
     legend = report.view.legend()
@@ -315,8 +318,12 @@ def test_summary_csv_at_the_papers_setting_keeps_the_design_columns(tmp_path: Pa
     folder = write_table(tmp_path, paper_like_table(), spread)
     build_report(folder)
     long = pd.read_csv(folder / "summary.csv")
-    design = ["method", "model.name", "partition.alpha", "metric", "mean", "std", "n"]
-    assert list(long.columns[:9]) == [*design, "paper_mean", "paper_std"]
+    columns = list(long.columns)
+    assert columns[:3] == ["method", "model.name", "partition.alpha"]  # the grid keys first
+    at = columns.index("metric")
+    assert columns[at : at + 6] == ["metric", "mean", "std", "n", "paper_mean", "paper_std"]
+    # then every other setting the report states (the same in every run, or per row)
+    assert set(columns[3:at]) == {"algorithm.name", "algorithm.lr", "eval.train_subset"}
     assert "preset" not in long.columns and "paper_model.name" not in long.columns
     cell = long[
         (long["method"] == "FedAdamW")
@@ -327,3 +334,64 @@ def test_summary_csv_at_the_papers_setting_keeps_the_design_columns(tmp_path: Pa
     wide = pd.read_csv(folder / "table.csv")
     assert "paper ResNet-18 / Dir-0.6: acc (%)" in wide.columns
     assert "ResNet-18 / Dir-0.6: acc (%)" in wide.columns
+
+
+def own_table() -> dict:
+    """A researcher's own table (no paper): 14x14 images, Dirichlet-0.1 against 2 shards per
+    client as the columns, and a title."""
+    data = tiny_table_data()
+    del data["paper"], data["presets"]
+    data["title"] = "Digits 14x14: Dirichlet-0.1 vs 2 shards per client"
+    data["base"]["data"]["image_size"] = 14
+    data["base"]["partition"].update(alpha=0.1, shards_per_client=2)
+    data["grid"] = {"partition.kind": ["dirichlet", "shards"]}
+    return data
+
+
+def test_an_own_table_names_every_setting_that_ran_where_it_applies(tmp_path: Path):
+    """image_size (the same in every run), alpha and the shard count (per column, each where
+    its kind reads it), the rows' algorithms and hyperparameters, and the table's own title:
+    in table.md, table.tex and summary.csv."""
+    folder = write_table(tmp_path, own_table(), spread)
+    report = build_report(folder)
+    md = (folder / "table.md").read_text()
+    assert md.startswith("# Digits 14x14: Dirichlet-0.1 vs 2 shards per client\n")
+    assert (
+        "**What ran:** digits, model LogReg; 5 clients (Dir-0.1 or shards 2/client (per column)), "
+        "40% (2 per round) participation; 3 rounds, K=2 local steps, B=16; also "
+        "data.augment=false, data.image_size=14, eval.train_subset=200." in md
+    )
+    assert "**Rows:** Local SGD: fedavg; FedAdamW: fedadamw, lr=0.01." in md
+    assert "| method | Dir-0.1: acc (%) | Dir-0.1: train loss | shards 2/client: acc (%) |" in md
+    assert "kind=" not in md
+    tex = (folder / "table.tex").read_text()
+    assert r"\caption{Digits 14x14: Dirichlet-0.1 vs 2 shards per client. What ran:" in tex
+    assert r"data.image\_size=14" in tex and r"Rows: Local SGD: fedavg; FedAdamW: fedadamw" in tex
+    assert r"\multicolumn{2}{c}{Dir-0.1}" in tex and r"\multicolumn{2}{c}{shards 2/client}" in tex
+    long = pd.read_csv(folder / "summary.csv")
+    acc = long[long["metric"] == "test_acc"].set_index(["method", "partition.kind"])
+    assert acc.loc[("FedAdamW", "dirichlet"), "partition.alpha"] == 0.1
+    assert math.isnan(acc.loc[("FedAdamW", "shards"), "partition.alpha"])  # not read by shards
+    assert acc.loc[("FedAdamW", "shards"), "partition.shards_per_client"] == 2
+    assert math.isnan(acc.loc[("FedAdamW", "dirichlet"), "partition.shards_per_client"])
+    assert set(long["data.image_size"]) == {14}
+    assert acc.loc[("FedAdamW", "shards"), "algorithm.lr"] == 0.01
+    assert acc.loc[("Local SGD", "shards"), "algorithm.name"] == "fedavg"
+    assert report.view.title == own_table()["title"]
+
+
+def test_column_labels_name_the_columns_and_the_report_says_what_each_ran(tmp_path: Path):
+    data = own_table()
+    data["column_labels"] = {"partition.kind": {"dirichlet": "Dir", "shards": "Pathological"}}
+    folder = write_table(tmp_path, data, spread)
+    build_report(folder)
+    md = (folder / "table.md").read_text()
+    assert "| method | Dir: acc (%) |" in md and "| Pathological: acc (%) |" in md
+    assert "**Columns:** Dir: Dir-0.1; Pathological: shards 2/client." in md
+    assert (
+        r"Columns: Dir: Dir-0.1; Pathological: shards 2/client."
+        in (folder / "table.tex").read_text()
+    )
+    data["column_labels"] = {"partition.kind": {"dirchlet": "Dir"}}
+    with pytest.raises(FedbenchError, match="'dirchlet' is not one of the grid's values"):
+        parse_table_config(data)

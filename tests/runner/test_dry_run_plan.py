@@ -55,8 +55,8 @@ def test_a_plan_needs_no_data(tmp_path: Path, run_cli, monkeypatch) -> None:
     code, stdout, err = run_cli("run", str(path), "--dry-run", "--set", "runtime.device=cpu")
     assert code == 0, err
     assert "8 runs (8 distinct), 96 client steps" in stdout
-    assert f"estimate: none; no benchmark figures for this device ({CPU})" in stdout
-    assert "fedbench bench --suite table1" in stdout and "--estimate" in stdout
+    assert f"estimate: none; no measurement for this device ({CPU}): use --estimate" in stdout
+    assert "fedbench bench --suite table1" in stdout and "does not exist" in stdout
     lines = err.strip().splitlines()
     assert lines[0].startswith("warning: tiny: 1 missing on this machine")
     assert "exit 2" in lines[0]
@@ -88,6 +88,44 @@ def test_the_estimate_uses_this_devices_figures_and_names_them(
     )
     assert "estimate: none;" in stdout
     assert "8 with B 32 (measured at B 16)" in stdout
+
+
+def test_figures_marked_unrepresentative_are_never_read(
+    tmp_path: Path, run_cli, monkeypatch
+) -> None:
+    """A suite measured on a loaded machine gave Table 1 '463,320.6 h'; its own note said the
+    throughput was not representative."""
+    monkeypatch.chdir(tmp_path)
+    note = "measured at load average 25 on 2 cores"
+    _figures(tmp_path, representative=False, note=note)
+    code, stdout, _ = run_cli(
+        "run", str(_cifar_table(tmp_path)), "--dry-run", "--set", "runtime.device=cpu"
+    )
+    assert code == 0
+    assert f"estimate: none; no measurement for this device ({CPU}): use --estimate" in stdout
+    assert f"is marked unrepresentative ({note})" in stdout
+    assert "client steps/s" not in stdout and "estimate: 2 min" not in stdout
+
+
+def test_a_cpu_suite_measured_under_load_is_marked_unrepresentative(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from fedbench.engine import bench_suite
+
+    def fake_row(config, engine, precision, sets, options):
+        return {"client_steps_per_s": 2.0, "engine_peak_mem_mb": 1.0, "precision": precision}
+
+    monkeypatch.setattr(bench_suite, "_row", fake_row)
+    monkeypatch.setattr(bench_suite, "write_random_cifar", lambda path: None)
+    monkeypatch.setattr(bench_suite.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(bench_suite.os, "cpu_count", lambda: 2)
+    for load, representative in ((25.0, False), (1.5, True)):
+        monkeypatch.setattr(bench_suite.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        _, result = bench_suite.run_suite(
+            "table1", sets=[], rounds=1, warmup=0, repeats=1, threads=None, out_dir=tmp_path
+        )
+        assert result["representative"] is representative and result["load_average"] == load
+        assert ("note" in result) is not representative
 
 
 def test_match_says_why_a_run_has_no_figure() -> None:
@@ -155,3 +193,13 @@ def test_finished_runs_cost_nothing(tmp_path: Path, monkeypatch) -> None:
         folder.path.mkdir(parents=True, exist_ok=True)
         folder.summary.write_text('{"status": "completed"}')
     assert estimate_lines(plan, tmp_path) == ["estimate: nothing to train (every run is finished)"]
+
+
+def test_the_committed_suite_files_that_call_themselves_unrepresentative_are_marked() -> None:
+    from fedbench.runner.estimate import load_figures
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    for path in root.glob("*.json"):
+        figures = load_figures(path)
+        if figures is not None and "not representative" in str(figures.data.get("note")):
+            assert not figures.representative, path

@@ -19,6 +19,7 @@ from tests.conftest import tiny_table_data
 def table_without_data(tmp_path: Path, **model) -> dict:
     """The tiny table on CIFAR-100 under an empty data root, with downloads off (no network)."""
     data = tiny_table_data()
+    (tmp_path / "empty").mkdir(exist_ok=True)
     data["base"]["data"] = {"name": "cifar100", "root": str(tmp_path / "empty"), "download": False}
     data["base"]["model"].update(model)
     return data
