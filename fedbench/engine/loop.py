@@ -235,7 +235,9 @@ class Engine:
                 cfg.seed, r, client, cfg.fl.local_steps, cfg.fl.local_steps_min
             )
             # The client's own K_i (system heterogeneity); the server step keeps the nominal K.
-            info = dataclasses.replace(base_info, local_steps=steps)
+            info = dataclasses.replace(
+                base_info, local_steps=steps, nominal_steps=base_info.local_steps
+            )
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
             step_ratio = run_client(
                 self.local_training,
@@ -296,7 +298,8 @@ class Engine:
         plan, client_dp = self.setup.privacy, None
         if plan is not None and plan.level == "client":
             clip = self.server.setdefault(CLIENT_DP_KEY, {"clip": plan.config.clip})["clip"]
-            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip))
+            public = self.setup.algorithm.public_uploads
+            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip), public)
         keep = self.setup.algorithm.uses_client_uploads
         return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
 

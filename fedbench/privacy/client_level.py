@@ -85,8 +85,8 @@ class ClientLevelPlan:
         if rest <= 0:
             raise FedbenchError(
                 f"privacy.count_noise {self.count_noise:g} is too small for noise_multiplier "
-                f"{z:g}: adaptive clipping needs count_noise > 1 / (2 * noise_multiplier) = "
-                f"{1 / (2 * z):g}; set privacy.count_noise (default: clients per round / 20)"
+                f"{z:g}: adaptive clipping needs count_noise > noise_multiplier / 2 = "
+                f"{z / 2:g}; set privacy.count_noise (default: clients per round / 20)"
             )
         return rest**-0.5
 
@@ -162,23 +162,34 @@ class ClientLevelRound:
     """One round's client-level mechanism: clips uploads as they arrive and privatises the
     round's sum; `clip` is the round's C and `new_clip` the next round's (adaptive)."""
 
-    def __init__(self, plan: ClientLevelPlan, seed: int, round_idx: int, clip: float) -> None:
+    def __init__(
+        self,
+        plan: ClientLevelPlan,
+        seed: int,
+        round_idx: int,
+        clip: float,
+        public: frozenset[str] = frozenset(),
+    ) -> None:
         self.plan = plan
         self.clip = clip
+        #: Upload keys released as they are (`Algorithm.public_uploads`): not clipped, no noise.
+        self.public = public
         self.generator = server_generator(seed, round_idx)
         self.unclipped = 0
         self.count = 0
         self.new_clip = clip
 
     def add(self, upload: dict[str, list[Tensor]]) -> dict[str, list[Tensor]]:
-        clipped, under = clip_upload(upload, self.clip)
+        private = {k: v for k, v in upload.items() if k not in self.public}
+        clipped, under = clip_upload(private, self.clip)
         self.unclipped += int(under)
         self.count += 1
-        return clipped
+        return {**upload, **clipped}
 
     def privatise(self, sums: dict[str, list[Tensor]]) -> dict[str, list[Tensor]]:
+        public = {k: [t / self.count for t in v] for k, v in sums.items() if k in self.public}
         mean = noisy_mean(
-            sums,
+            {k: v for k, v in sums.items() if k not in self.public},
             self.count,
             clip=self.clip,
             noise_multiplier=self.plan.update_noise_multiplier,
@@ -195,4 +206,4 @@ class ClientLevelRound:
                 count_noise=self.plan.count_noise,
                 generator=self.generator,
             )
-        return mean
+        return {**mean, **public}
