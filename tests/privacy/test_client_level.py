@@ -172,3 +172,19 @@ def test_engine_fednova_with_equal_steps_is_dp_fedavg(tmp_path: Path) -> None:
         result = train(tiny_config(f"algorithm.name={name}", *private), tmp_path / name)
         rows[name] = strip_elapsed(read_metrics(result.run_dir))
     assert rows["fednova"] == rows["fedavg"]
+
+
+def test_impossible_split_message_states_the_checked_bound() -> None:
+    """sigma_u^-2 = z^-2 - (2 sigma_b)^-2 > 0 needs sigma_b > z / 2 (Andrew et al., Thm. 1): at
+    z = 3 the bound is 1.5 (the message used to say 1 / (2 z) = 0.167)."""
+    from fedbench.errors import FedbenchError
+
+    config = PrivacyConfig(
+        level="client", adaptive_clip=True, noise_multiplier=3.0, count_noise=1.4
+    )
+    with pytest.raises(FedbenchError, match=r"count_noise > noise_multiplier / 2 = 1\.5;"):
+        client_level_plan(config, num_clients=100, sampled=10, rounds=5)
+    ok = client_level_plan(
+        config.model_copy(update={"count_noise": 1.6}), num_clients=100, sampled=10, rounds=5
+    )
+    assert ok.update_noise_multiplier == pytest.approx((3.0**-2 - 3.2**-2) ** -0.5, rel=1e-14)
