@@ -236,6 +236,17 @@ class Algorithm(ABC):
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         """Update y in place after gradient g of local step k (1-based); g may be overwritten."""
 
+    @classmethod
+    def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
+        """True: before its K local steps, each client takes the gradient of its mean loss over
+        its whole local data at the global model, handed to `take_full_gradient` (MimeLite's
+        c_i with `full_batch_gradient`). Not privatised: sample-level DP refuses it."""
+        return False
+
+    def take_full_gradient(self, g: Tensors, x: Tensors, local: State, info: RoundInfo) -> None:
+        """With `uses_full_gradient`: the client's full local-data gradient g at x."""
+        raise NotImplementedError(f"{type(self).__name__} uses no full gradient")
+
     def local_step_with_oracle(
         self,
         y: Tensors,

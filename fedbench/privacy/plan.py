@@ -124,6 +124,11 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name)
+    if cfg.privacy.level == "sample" and algorithm_cls.uses_full_gradient(cfg.algorithm):
+        raise FedbenchError(
+            f"{cfg.algorithm.name}'s full-data gradient pass (full_batch_gradient) is not "
+            "privatised by sample-level DP; set algorithm.full_batch_gradient false"
+        )
     return resolve_plan(cfg, algorithm_cls, client_sizes, schedule, sampled)
 
 
