@@ -328,6 +328,8 @@ class RunConfig(Strict):
         client_level = self.privacy is not None and self.privacy.level == "client"
         if base == "fednova" and (client_level or self.fl.local_steps_min is not None):
             revised.append("fednova-public-tau")  # clip K d_i only; upload K d_i, not d_i
+        if client_level and self.privacy is not None and self.privacy.sampling == "poisson":
+            revised.append("client-poisson-sampling")  # was ignored at client level
         if self.partition.kind == "shards" and self.partition.samples_per_client is not None:
             revised.append("shards-of-all-data")  # sample within shards of the whole set
         return revised

@@ -386,6 +386,8 @@ class Engine:
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
+            # what the accountant analysed; "accounting": exact | approximate | upper bound
+            "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
             "data_source": s.data.source,

@@ -20,7 +20,7 @@ from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_pe
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
 from fedbench.models.representation import check_anchor_statistics
-from fedbench.privacy.client_level import ClientLevelPlan
+from fedbench.privacy.client_level import ClientLevelPlan, poisson_clients_of
 from fedbench.privacy.plan import PrivacyPlan, plan_privacy
 
 
@@ -140,7 +140,14 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
     sampled = clients_per_round(cfg.fl.participation, len(parts))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled, cfg.fl.dropout)
+    schedule = client_schedule(
+        cfg.seed,
+        cfg.fl.rounds,
+        len(parts),
+        sampled,
+        cfg.fl.dropout,
+        poisson_clients_of(cfg.privacy),
+    )
     privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule, sampled)
     data = data.to(device)
     return RunSetup(
