@@ -330,6 +330,8 @@ class RunConfig(Strict):
             revised.append("fednova-public-tau")  # clip K d_i only; upload K d_i, not d_i
         if client_level and self.privacy is not None and self.privacy.sampling == "poisson":
             revised.append("client-poisson-sampling")  # was ignored at client level
+        if self.eval.diagnostics:
+            revised.append("relative-drift")  # a diagnostic the figures' claims now read
         if self.partition.kind == "shards" and self.partition.samples_per_client is not None:
             revised.append("shards-of-all-data")  # sample within shards of the whole set
         return revised

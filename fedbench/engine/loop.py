@@ -84,6 +84,7 @@ class Engine:
         self.state_device = client_state_device(self.cfg.runtime.client_state_device, setup.device)
         self.diagnostics: dict[str, float | None] = {
             "client_drift": None,
+            "relative_drift": None,
             "v_spread": None,
             "local_step_ratio": None,
         }
