@@ -144,7 +144,12 @@ class PrivacyConfig(Strict):
     delta: float = Field(default=1.0e-5, gt=0, lt=1)
     target_epsilon: float | None = Field(default=None, gt=0)
     accountant: Literal["rdp", "prv"] = "rdp"
-    sampling: Literal["fixed", "poisson"] = "fixed"
+    sampling: Literal["fixed", "poisson"] = Field(
+        default="fixed",
+        description="fixed: batches of B (level sample) or S clients a round (level client); "
+        "poisson: each sample / client joins independently at q, the mechanism the accountant "
+        "analyses",
+    )
     level: Literal["sample", "client"] = Field(
         default="sample",
         description="sample: per-sample clipping and noise on every local gradient (DP-SGD); "
