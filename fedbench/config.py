@@ -145,7 +145,12 @@ class PrivacyConfig(Strict):
     delta: float = Field(default=1.0e-5, gt=0, lt=1)
     target_epsilon: float | None = Field(default=None, gt=0)
     accountant: Literal["rdp", "prv"] = "rdp"
-    sampling: Literal["fixed", "poisson"] = "fixed"
+    sampling: Literal["fixed", "poisson"] = Field(
+        default="fixed",
+        description="fixed: batches of B (level sample) or S clients a round (level client); "
+        "poisson: each sample / client joins independently at q, the mechanism the accountant "
+        "analyses",
+    )
     level: Literal["sample", "client"] = Field(
         default="sample",
         description="sample: per-sample clipping and noise on every local gradient (DP-SGD); "
@@ -332,7 +337,27 @@ class RunConfig(Strict):
         if self.privacy is not None and self.privacy.level == "sample":
             for key in ("level", "adaptive_clip", "target_quantile", "clip_lr", "count_noise"):
                 data["privacy"].pop(key)
+        revised = self._revised_rules()
+        if revised:
+            data["revised"] = revised
         return data
+
+    def _revised_rules(self) -> list[str]:
+        """Rules corrected after run ids were first issued, named only where the correction
+        changes what this run computes: a finished run of the old rule then has another id and
+        is trained again, never reused (runs the correction leaves alone keep their ids)."""
+        revised = []
+        base = self.algorithm.name.removeprefix("dp_")
+        client_level = self.privacy is not None and self.privacy.level == "client"
+        if base == "fednova" and (client_level or self.fl.local_steps_min is not None):
+            revised.append("fednova-public-tau")  # clip K d_i only; upload K d_i, not d_i
+        if client_level and self.privacy is not None and self.privacy.sampling == "poisson":
+            revised.append("client-poisson-sampling")  # was ignored at client level
+        if self.eval.diagnostics:
+            revised.append("relative-drift")  # a diagnostic the figures' claims now read
+        if self.partition.kind == "shards" and self.partition.samples_per_client is not None:
+            revised.append("shards-of-all-data")  # sample within shards of the whole set
+        return revised
 
 
 # ---------------------------------------------------------------------------------------------

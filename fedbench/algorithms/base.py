@@ -61,12 +61,20 @@ class RoundInfo:
     step_decay: float = 1.0
     #: sum_k eta_{r,k}, kept by at_step (the local steps' infos know their round's sum).
     lr_total: float | None = None
+    #: The run's K (fl.local_steps) when `local_steps` is this client's own K_i
+    #: (fl.local_steps_min); None: the two are the same.
+    nominal_steps: int | None = None
 
     def step_lr(self, k: int) -> float:
         """eta_{r,k} of local step k = 1..K."""
         return self.lr * schedule_factor(
             self.step_schedule, self.step_decay, k - 1, self.local_steps
         )
+
+    @property
+    def run_steps(self) -> int:
+        """K of the run (fl.local_steps), whatever this client's own K_i."""
+        return self.local_steps if self.nominal_steps is None else self.nominal_steps
 
     @property
     def lr_sum(self) -> float:
@@ -150,6 +158,9 @@ class Algorithm(ABC):
     #: True: the engine keeps every sampled client's upload for `server_update_with_uploads`
     #: (S uploads in memory at once instead of the streaming mean's one).
     uses_client_uploads: ClassVar[bool] = False
+    #: Upload keys that carry nothing private (FedNova's tau_i, a function of the seed only):
+    #: client-level DP neither clips nor noises them, and the server sees their exact mean.
+    public_uploads: ClassVar[frozenset[str]] = frozenset()
     #: True: the local objective adds `representation_loss` on the model's representation
     #: (fedbench.models.representation; MOON), computed by the sequential engine.
     uses_representation: ClassVar[bool] = False
@@ -224,6 +235,17 @@ class Algorithm(ABC):
     @abstractmethod
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         """Update y in place after gradient g of local step k (1-based); g may be overwritten."""
+
+    @classmethod
+    def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
+        """True: before its K local steps, each client takes the gradient of its mean loss over
+        its whole local data at the global model, handed to `take_full_gradient` (MimeLite's
+        c_i with `full_batch_gradient`). Not privatised: sample-level DP refuses it."""
+        return False
+
+    def take_full_gradient(self, g: Tensors, x: Tensors, local: State, info: RoundInfo) -> None:
+        """With `uses_full_gradient`: the client's full local-data gradient g at x."""
+        raise NotImplementedError(f"{type(self).__name__} uses no full gradient")
 
     def local_step_with_oracle(
         self,

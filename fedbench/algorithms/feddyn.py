@@ -15,14 +15,18 @@ Server, with h (init 0) summed over ALL N clients (the paper's m), S clients sam
     x <- x + eta_g * Delta_bar - h / alpha                               (eta_g = 1: the paper's
          theta^r = mean_i theta_i^r - h / alpha)
 
-The sum over S is S times the (possibly sample-weighted) mean upload. alpha (0.01) is the
-paper's code default (it tunes alpha in {0.1, 0.01, 0.001}). comm_up d, comm_down d.
+The sum over S is S times the mean upload, a plain mean: Algorithm 1 has no client weights.
+`weighting: samples` is refused: a sample-weighted mean in h's update is not Algorithm 1 and
+breaks its invariant h = (1/N) sum_i grad_i (the authors' code keeps the plain means and folds
+n_i into a per-client alpha_i = alpha / w_i instead, which fedbench does not offer). alpha
+(0.01) is the paper's code default (it tunes alpha in {0.1, 0.01, 0.001}). comm_up d,
+comm_down d.
 """
 
 from __future__ import annotations
 
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fedbench.algorithms.base import (
     Algorithm,
@@ -41,6 +45,15 @@ class FedDynConfig(FedAvgConfig):
     alpha: float = Field(
         default=0.01, gt=0, description="dynamic-regularisation strength (the paper's alpha)"
     )
+
+    @model_validator(mode="after")
+    def _uniform_weights(self) -> FedDynConfig:
+        if self.weighting != "uniform":
+            raise ValueError(
+                "feddyn averages uniformly (Acar et al., Algorithm 1; a sample-weighted mean "
+                "breaks h = mean_i grad_i): use weighting uniform"
+            )
+        return self
 
 
 @ALGORITHMS.register("feddyn")

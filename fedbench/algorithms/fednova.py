@@ -10,9 +10,19 @@ rescales by the effective number of steps.
     x <- x + eta_g * tau_eff * sum_i p_i d_i                 (server)
 
 p_i are the round's aggregation weights (`weighting`: 1/S, or n_i / sum n with `samples`, the
-paper's choice). The engine's weighted mean of the uploads gives both sums: a client uploads
-d_i and tau_i besides Delta_i (which the engine checks and measures drift on). With equal
-tau_i this is FedAvg. comm_up d (d_i and one scalar tau_i), comm_down d.
+paper's choice). A client uploads its direction at the run's nominal K = fl.local_steps,
+u_i = K d_i (= Delta_i when tau_i = K), and tau_i; the server applies
+x <- x + eta_g * (tau_eff / K) * sum_i p_i u_i, the same step. With equal tau_i, u_i = Delta_i
+and tau_eff / K = 1: FedAvg, bit for bit. The engine's drift diagnostic measures the spread of
+the u_i, i.e. of the normalised updates.
+
+Client-level DP (`privacy.level: client`, DP-FedNova): the private release is u_i, clipped to C
+and noised exactly as DP-FedAvg's Delta_i; tau_i is public (`public_uploads`: drawn from the
+run's seed, round and client id, never from data), so it is neither clipped nor noised and
+tau_eff is exact. Each client's contribution K d_i has norm <= C, and the server step scales it
+by tau_eff / K <= 1, so the sensitivity and the accounting are DP-FedAvg's; with equal K the run
+is DP-FedAvg (the same clip and the same noise draw). comm_up d (u_i and one scalar tau_i),
+comm_down d.
 """
 
 from __future__ import annotations
@@ -35,20 +45,21 @@ class FedNova(FedAvg):
     Params = FedNovaConfig
     paper = "Wang et al. 2020 (NeurIPS), FedNova"
 
+    public_uploads = frozenset({"tau"})
+
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
     ) -> tuple[dict[str, Tensors], State | None]:
         delta = torch._foreach_sub(y, x)
-        tau = float(info.local_steps)  # this client's own K_i
-        normalised = torch._foreach_div(delta, tau)
-        return {
-            "delta": delta,
-            "normalised": normalised,
-            "tau": [x[0].new_tensor(tau)],
-        }, client_state
+        tau = info.local_steps  # this client's own K_i
+        if tau != info.run_steps:  # u_i = K d_i; untouched (= Delta_i) when tau_i = K
+            torch._foreach_mul_(delta, info.run_steps / tau)
+        return {"delta": delta, "tau": [x[0].new_tensor(float(tau))]}, client_state
 
     def server_update(
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         tau_eff = float(mean["tau"][0])
-        torch._foreach_add_(x, mean["normalised"], alpha=self.params.server_lr * tau_eff)
+        # tau_eff / K: exactly 1 when every client ran K steps (FedAvg's step).
+        scale = self.params.server_lr * (tau_eff / info.local_steps)
+        torch._foreach_add_(x, mean["delta"], alpha=scale)

@@ -7,10 +7,13 @@ step; the server updates the momentum from the clients' gradients at the global 
     c_i = g_1 + lambda * x                                              (the gradient at x)
     x <- x + eta_g * Delta_bar ;  m <- (1 - beta) * mean_i c_i + beta * m   (server, m init 0)
 
-The paper computes c_i = grad f_i(x) over the client's whole local data (or a large batch);
-fedbench uses the first local step's minibatch gradient, which is taken at y = x: an unbiased
-estimate of grad f_i(x) that costs no extra pass (with privacy, the privatised one). beta 0.9.
-comm_up 2d (Delta_i, c_i), comm_down 2d (x, m).
+Mime's Algorithm 1 computes c_i = grad f_i(x) over the client's whole local data
+(`full_batch_gradient: true`: one extra pass over the client's samples at x, in batches of
+fl.batch_size, before the local steps, with the local steps' grad_clip; BatchNorm statistics are
+left as they were; sequential engine; not with sample-level DP, whose accountant does not count
+that pass). The default (`false`) is the cheap form: the first local step's minibatch gradient,
+taken at y = x, an unbiased estimate of grad f_i(x) that costs no extra pass (with sample-level
+privacy, the privatised one). beta 0.9. comm_up 2d (Delta_i, c_i), comm_down 2d (x, m).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ from fedbench.algorithms.registry import ALGORITHMS
 class MimeLiteConfig(FedAvgConfig):
     name: str = "mimelite"
     beta: float = Field(default=0.9, ge=0, lt=1, description="momentum of the server statistic m")
+    full_batch_gradient: bool = Field(
+        default=False,
+        description="c_i over the client's whole local data (Mime's Algorithm 1; one extra pass) "
+        "instead of the first local minibatch gradient",
+    )
 
 
 @ALGORITHMS.register("mimelite")
@@ -53,8 +61,16 @@ class MimeLite(Algorithm):
     def download_size(cls, params: AlgorithmConfig) -> Floats:
         return Floats(d=2)  # x, m
 
+    @classmethod
+    def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
+        return isinstance(params, MimeLiteConfig) and params.full_batch_gradient
+
     def init_server_state(self, x: Tensors) -> State:
         return {"m": zeros_like(x)}
+
+    def take_full_gradient(self, g: Tensors, x: Tensors, local: State, info: RoundInfo) -> None:
+        torch._foreach_copy_(local["c"], g)
+        add_coupled_decay_(local["c"], x, self.params.weight_decay)  # c_i = grad f_i(x) + lambda x
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo
@@ -64,7 +80,7 @@ class MimeLite(Algorithm):
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         add_coupled_decay_(g, y, self.params.weight_decay)
-        if k == 1:  # y = x at the first step: this is the gradient at the global model
+        if k == 1 and not self.params.full_batch_gradient:  # y = x: the gradient at x
             torch._foreach_copy_(local["c"], g)
         torch._foreach_mul_(g, 1.0 - self.params.beta)
         torch._foreach_add_(g, local["beta_m"])

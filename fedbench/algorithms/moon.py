@@ -14,9 +14,22 @@ no gradient), sim the cosine similarity and tau the temperature:
 
 Departures: the paper appends a 2-layer projection head to the representation for l_con;
 fedbench applies l_con to the classifier's input itself, so that any model that exposes its
-representation runs MOON unchanged. A client's first visit has no previous model: prev = x,
-where z_prev = z_glob and l_con's gradient is zero (the MOON code starts every client's previous
-model at the initial global model, the same thing in round 0). mu 1 (the paper's CIFAR-100 and
+representation runs MOON unchanged.
+
+A client's first visit has no previous model. The authors' code (QinbinLi/MOON, main.py) keeps
+an empty model pool in round 0, so its contrastive term is 0 there, and later uses the pool's
+copy of every client's net: a client first sampled in round r > 0 contrasts against its own
+never-trained, randomly initialised net. fedbench sets prev = x at a first visit, in every
+round: z_prev = z_glob, so l_con = log 2 with zero gradient, which in round 0 is the authors'
+behaviour (a zero term) and afterwards replaces their random net by "no contrastive push". The
+reason: Eq. 3 defines z_prev from the client's model of its previous round, which does not exist
+before a first visit; a random net is an artefact of the code keeping all N nets in memory, and
+reproducing it would cost N extra models.
+
+The anchors run in eval mode on the resident model with the anchor's weights swapped in
+(functional_call), which swaps parameters only: with BatchNorm running statistics they would
+normalise with the local model's statistics rather than their own, so models with BatchNorm
+running statistics are refused (`model.norm: gn` runs). mu 1 (the paper's CIFAR-100 and
 Tiny-ImageNet value; 5 for CIFAR-10), tau 0.5. comm_up d, comm_down d.
 """
 

@@ -63,9 +63,15 @@ def round_diagnostics(
 ) -> dict[str, Any]:
     """FedAdamW Figure 2: client_drift = mean_i ||Delta_i - Delta_bar||^2 and v_spread = the
     variance across clients of each block mean of v, averaged over the blocks (None without v);
-    and local_step_ratio = the clients' mean of `local_step_ratio` (None when not measured)."""
+    relative_drift = client_drift / ||Delta_bar||^2, the drift with the step scale divided out
+    (so that methods at different learning rates compare by heterogeneity, not by lr; None when
+    Delta_bar = 0); and local_step_ratio = the clients' mean of `local_step_ratio` (None when
+    not measured)."""
+    drift = agg.spread(mean["delta"])
+    mean_sq = float(squared_norm(mean["delta"]))
     return {
-        "client_drift": agg.spread(mean["delta"]),
+        "client_drift": drift,
+        "relative_drift": drift / mean_sq if mean_sq > 0 else None,
         "v_spread": (
             float(torch.stack(v_means).var(dim=0, unbiased=False).mean()) if v_means else None
         ),

@@ -95,6 +95,49 @@ def _local_loss(
     return nn.functional.cross_entropy(run.classify(z), yb) + extra
 
 
+def full_gradient(
+    run: LocalTraining, samples: Tensor, cast: contextlib.AbstractContextManager[object]
+) -> list[Tensor]:
+    """The gradient of the mean cross-entropy over all of a client's samples at the resident
+    weights (Mime's grad f_i(x)), in batches of batch_size, clipped like a local step's
+    gradient; no augmentation, and the model's buffers (BatchNorm statistics) are restored
+    after the pass, so that it changes nothing but the gradient it returns."""
+    model, params, data = run.model, run.params, run.data
+    saved = [b.detach().clone() for b in model.buffers()]
+    total = [torch.zeros_like(p) for p in params]
+    for idx in samples.split(run.batch_size):
+        xb, yb = data.x_train[idx], data.y_train[idx]
+        if run.prepare is not None:
+            xb = run.prepare(xb)
+        if run.channels_last and xb.ndim == 4:
+            xb = xb.contiguous(memory_format=torch.channels_last)
+        with cast:
+            loss = nn.functional.cross_entropy(run.forward(xb), yb, reduction="sum")
+        torch._foreach_add_(total, list(torch.autograd.grad(loss, params)))
+    with torch.no_grad():
+        for buffer, value in zip(model.buffers(), saved, strict=True):
+            buffer.copy_(value)
+    torch._foreach_div_(total, float(samples.numel()))
+    clip_grad_norm_(total, run.grad_clip)
+    return total
+
+
+def _hand_full_gradient(
+    run: LocalTraining,
+    samples: Tensor,
+    cast: contextlib.AbstractContextManager[object],
+    local: State,
+    info: RoundInfo,
+) -> None:
+    """`full_gradient` at the client's start weights x, handed to the algorithm, for an
+    algorithm that `uses_full_gradient` (else nothing)."""
+    if not run.algorithm.uses_full_gradient(run.algorithm.params):
+        return
+    g = full_gradient(run, samples, cast)
+    with torch.no_grad():
+        run.algorithm.take_full_gradient(g, [p.detach() for p in run.params], local, info)
+
+
 def run_client(
     run: LocalTraining,
     *,
@@ -132,6 +175,7 @@ def run_client(
         else contextlib.nullcontext()
     )
     model.train()
+    _hand_full_gradient(run, samples, cast, local, info)  # Mime's c_i = grad f_i(x), if used
     step_sizes: list[Tensor] = []
     for k in range(1, info.local_steps + 1):
         idx = order[k - 1]

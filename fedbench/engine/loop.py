@@ -86,6 +86,7 @@ class Engine:
         self.state_device = client_state_device(self.cfg.runtime.client_state_device, setup.device)
         self.diagnostics: dict[str, float | None] = {
             "client_drift": None,
+            "relative_drift": None,
             "v_spread": None,
             "local_step_ratio": None,
         }
@@ -243,7 +244,9 @@ class Engine:
                 cfg.seed, r, client, cfg.fl.local_steps, cfg.fl.local_steps_min
             )
             # The client's own K_i (system heterogeneity); the server step keeps the nominal K.
-            info = dataclasses.replace(base_info, local_steps=steps)
+            info = dataclasses.replace(
+                base_info, local_steps=steps, nominal_steps=base_info.local_steps
+            )
             local = s.algorithm.client_begin(self.x, self.server, stored, info)
             step_ratio = run_client(
                 self.local_training,
@@ -304,7 +307,8 @@ class Engine:
         plan, client_dp = self.setup.privacy, None
         if plan is not None and plan.level == "client":
             clip = self.server.setdefault(CLIENT_DP_KEY, {"clip": plan.config.clip})["clip"]
-            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip))
+            public = self.setup.algorithm.public_uploads
+            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip), public)
         keep = self.setup.algorithm.uses_client_uploads
         return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
 
@@ -401,6 +405,8 @@ class Engine:
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "dp_clipping": self.private.method if self.private is not None else None,
+            # what the accountant analysed; "accounting": exact | approximate | upper bound
+            "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),
             "device": str(s.device),
             # CPU sums split over threads round differently: a run reproduces to the last

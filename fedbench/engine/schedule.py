@@ -24,7 +24,15 @@ def sampled_clients(seed: int, round_idx: int, num_clients: int, sampled: int) -
 
 #: Salts of the per-(seed, round, client) draws, so that they are independent of each other and
 #: of the client's batch order.
-_DROPOUT_SALT, _STEPS_SALT = 0x0D, 0x5E
+_DROPOUT_SALT, _STEPS_SALT, _POISSON_SALT = 0x0D, 0x5E, 0x9A
+
+
+def poisson_clients(seed: int, round_idx: int, num_clients: int, sampled: int) -> list[int]:
+    """Poisson client sampling (client-level DP with `privacy.sampling: poisson`): every client
+    joins round r independently with probability q = S / N, so the round has S clients on
+    average, possibly none: the sampling the client-level accountant analyses."""
+    rng = np.random.default_rng([seed, round_idx, _POISSON_SALT])
+    return [int(c) for c in np.flatnonzero(rng.random(num_clients) < sampled / num_clients)]
 
 
 def drops_out(seed: int, round_idx: int, client: int, dropout: float) -> bool:
@@ -35,10 +43,17 @@ def drops_out(seed: int, round_idx: int, client: int, dropout: float) -> bool:
 
 
 def round_clients(
-    seed: int, round_idx: int, num_clients: int, sampled: int, dropout: float = 0.0
+    seed: int,
+    round_idx: int,
+    num_clients: int,
+    sampled: int,
+    dropout: float = 0.0,
+    poisson: bool = False,
 ) -> list[int]:
-    """The clients that train in round r: the sampled ones less those that drop out."""
-    chosen = sampled_clients(seed, round_idx, num_clients, sampled)
+    """The clients that train in round r: the sampled ones (exactly S, or Poisson at rate S/N
+    with `poisson`) less those that drop out."""
+    draw = poisson_clients if poisson else sampled_clients
+    chosen = draw(seed, round_idx, num_clients, sampled)
     return [c for c in chosen if not drops_out(seed, round_idx, c, dropout)]
 
 
@@ -60,10 +75,16 @@ class ClientSchedule(Sequence[list[int]]):
     resumed run). `schedule[:r]` is the first r rounds."""
 
     def __init__(
-        self, seed: int, rounds: range, num_clients: int, sampled: int, dropout: float = 0.0
+        self,
+        seed: int,
+        rounds: range,
+        num_clients: int,
+        sampled: int,
+        dropout: float = 0.0,
+        poisson: bool = False,
     ) -> None:
         self.seed, self.rounds, self.num_clients, self.sampled = seed, rounds, num_clients, sampled
-        self.dropout = dropout
+        self.dropout, self.poisson = dropout, poisson
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -75,7 +96,12 @@ class ClientSchedule(Sequence[list[int]]):
     def __getitem__(self, index: int | slice) -> list[int] | ClientSchedule:
         if isinstance(index, slice):
             return ClientSchedule(
-                self.seed, self.rounds[index], self.num_clients, self.sampled, self.dropout
+                self.seed,
+                self.rounds[index],
+                self.num_clients,
+                self.sampled,
+                self.dropout,
+                self.poisson,
             )
         return self._round(self.rounds[index])
 
@@ -84,14 +110,21 @@ class ClientSchedule(Sequence[list[int]]):
             yield self._round(r)
 
     def _round(self, r: int) -> list[int]:
-        return round_clients(self.seed, r, self.num_clients, self.sampled, self.dropout)
+        return round_clients(
+            self.seed, r, self.num_clients, self.sampled, self.dropout, self.poisson
+        )
 
 
 def client_schedule(
-    seed: int, rounds: int, num_clients: int, sampled: int, dropout: float = 0.0
+    seed: int,
+    rounds: int,
+    num_clients: int,
+    sampled: int,
+    dropout: float = 0.0,
+    poisson: bool = False,
 ) -> ClientSchedule:
     """The clients of every round of a run (ClientSchedule: drawn lazily, round by round)."""
-    return ClientSchedule(seed, range(rounds), num_clients, sampled, dropout)
+    return ClientSchedule(seed, range(rounds), num_clients, sampled, dropout, poisson)
 
 
 def participation_counts(schedule: Iterable[list[int]], num_clients: int) -> list[int]:

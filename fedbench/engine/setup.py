@@ -19,7 +19,8 @@ from fedbench.engine.accelerate import check_cuda_graphs
 from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
-from fedbench.privacy.client_level import ClientLevelPlan
+from fedbench.models.representation import check_anchor_statistics
+from fedbench.privacy.client_level import ClientLevelPlan, poisson_clients_of
 from fedbench.privacy.plan import PrivacyPlan, plan_privacy
 
 
@@ -134,10 +135,19 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     if resize is not None:
         input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
     model = build_model(cfg.model, input_shape, data.num_classes).to(device)
+    if algorithm_cls.uses_representation:
+        check_anchor_statistics(model, cfg.model.name, cfg.algorithm.name)
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
     sampled = clients_per_round(cfg.fl.participation, len(parts))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(parts), sampled, cfg.fl.dropout)
+    schedule = client_schedule(
+        cfg.seed,
+        cfg.fl.rounds,
+        len(parts),
+        sampled,
+        cfg.fl.dropout,
+        poisson_clients_of(cfg.privacy),
+    )
     privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule, sampled)
     data = data.to(device)
     return RunSetup(

@@ -56,6 +56,8 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
         return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
     if setup.cfg.fl.local_steps_min is not None:
         return "fl.local_steps_min gives clients different numbers of local steps"
+    if setup.algorithm.uses_full_gradient(setup.cfg.algorithm):
+        return "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential"
     return None
 
 

@@ -3,6 +3,8 @@
 DP-LocalAdamW's second moments v, non-IID against IID, and (b) the client drift of DP-LocalAdamW
 against (non-private) FedAvg and Local AdamW. The measurements are the engine's
 `eval.diagnostics` (fedbench/figures/fedadamw_fig2.py), which private runs report like any other.
+The drift claims read `relative_drift` (drift / ||mean Delta||^2): the paper's preset gives
+DP-LocalAdamW lr 3e-4 against Local AdamW's 1e-4, about 9x in raw drift from the lr alone.
 """
 
 from __future__ import annotations
@@ -78,14 +80,16 @@ class DPFig3(DiagnosticsFigure):
             ("DP-LocalAdamW", "IID"),
         ),
         (
-            "client_drift",
-            "DP-LocalAdamW drifts more than FedAvg under Dir-0.1",
+            "relative_drift",
+            "DP-LocalAdamW drifts more than FedAvg under Dir-0.1 (drift relative to the squared "
+            "mean update)",
             ("DP-LocalAdamW", "Dir-0.1"),
             ("FedAvg", "Dir-0.1"),
         ),
         (
-            "client_drift",
-            "DP-LocalAdamW drifts more than Local AdamW under Dir-0.1",
+            "relative_drift",
+            "DP-LocalAdamW drifts more than Local AdamW under Dir-0.1 (drift relative to the "
+            "squared mean update: the paper's learning rates, 3e-4 and 1e-4, cancel)",
             ("DP-LocalAdamW", "Dir-0.1"),
             ("Local AdamW", "Dir-0.1"),
         ),

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 #: The ratio measured / predicted counts as "approximately" the paper's shift inside this band.
 BAND = (0.8, 1.25)
+#: "The centres of m are aligned": the shift of m's median lies within this fraction of
+#: std(m with DP), the width of the noisier histogram.
+ALIGNED = 0.1
 
 
 class DPFig4Settings(FigureSettings):
@@ -83,9 +86,9 @@ def centre(values: list[np.ndarray]) -> float:
 def sqrt_v_shift(
     dp: list[np.ndarray], clean: list[np.ndarray], bootstrap: int, seed: int
 ) -> tuple[float, tuple[float, float]]:
-    """centre(sqrt v_hat with DP) - centre(without), and its 95% bootstrap interval over clients
-    (the same resampled clients in both runs: they start from different models, but a client's
-    data and batches are the same)."""
+    """centre(sqrt v_hat with DP) - centre(without) (or of m: any per-client values), and its 95%
+    bootstrap interval over clients (the same resampled clients in both runs: they start from
+    different models, but a client's data and batches are the same)."""
     shift = centre(dp) - centre(clean)
     rng = np.random.default_rng(seed)
     n = len(dp)
@@ -154,6 +157,9 @@ class DPFig4Figure(Figure):
         predicted = float(
             np.mean([settings.sigma * settings.clip / b for b in found["dp_divisors"]])
         )
+        m_shift, m_interval = sqrt_v_shift(
+            found["dp"][0], found["clean"][0], settings.bootstrap, settings.seed
+        )
         m_std = (
             float(np.concatenate(found["dp"][0]).std()),
             float(np.concatenate(found["clean"][0]).std()),
@@ -165,6 +171,8 @@ class DPFig4Figure(Figure):
             "centre_sqrt_v": {"dp": centre(found["dp"][1]), "clean": centre(found["clean"][1])},
             "centre_m": {"dp": centre(found["dp"][0]), "clean": centre(found["clean"][0])},
             "std_m": {"dp": m_std[0], "clean": m_std[1]},
+            "m_shift": m_shift,
+            "m_shift_interval": list(m_interval),
             "shift": shift,
             "shift_interval": list(interval),
             "predicted": predicted,
@@ -254,4 +262,27 @@ class DPFig4Figure(Figure):
                 value=std_ratio,
                 holds=std_ratio > 1.0,
             ),
+            self._m_alignment(extra),
         ]
+
+    @staticmethod
+    def _m_alignment(extra: dict[str, Any]) -> Claim:
+        """The paper's "the centres of m are aligned": the shift of m's median (DP - no DP) in
+        units of std(m with DP); holds when its 95% interval lies inside +-ALIGNED, does not
+        when it lies outside, else undecided."""
+        width = extra["std_m"]["dp"]
+        lo, hi = (x / width for x in extra["m_shift_interval"])
+        if lo >= -ALIGNED and hi <= ALIGNED:
+            holds: bool | None = True
+        elif hi < -ALIGNED or lo > ALIGNED:
+            holds = False
+        else:
+            holds = None
+        return Claim(
+            statement="the centres of m agree with and without DP noise",
+            statistic=f"shift of m's median / std(m with DP) (shift {extra['m_shift']:.3g}; "
+            f"'agree': within +-{ALIGNED:g})",
+            value=extra["m_shift"] / width,
+            holds=holds,
+            interval=(lo, hi),
+        )

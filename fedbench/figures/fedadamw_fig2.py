@@ -4,7 +4,11 @@ and Local SGD, over rounds, IID against Dir-0.1.
 
 Both curves are the engine's `eval.diagnostics` measurements (docs/runs.md): `v_spread`, the
 variance across the sampled clients of each block mean of v after their K local steps, averaged
-over the blocks, and `client_drift`, mean_i ||Delta_i - mean Delta||^2 of the clients' updates.
+over the blocks, and `relative_drift`, mean_i ||Delta_i - mean Delta||^2 / ||mean Delta||^2.
+The paper plots the raw drift (`client_drift`); its size scales with the square of the step, so
+comparing Local AdamW at lr 3e-4 with Local SGD at 0.1 would compare learning rates. Divided by
+the squared mean update, the drift is dimensionless and compares how much the clients disagree,
+which is what "drifts more" means.
 Every (method, partition, seed) is one run folder under OUT/runs, resumed like a table's.
 `DiagnosticsFigure` is shared with DP-FedAdamW's Figure 3 (fedbench/figures/dp_fig3.py).
 """
@@ -138,6 +142,7 @@ class DiagnosticsFigure(Figure):
                         "round": record["round"],
                         "v_spread": record.get("v_spread"),
                         "client_drift": record["client_drift"],
+                        "relative_drift": record.get("relative_drift"),
                         "test_acc": record.get("test_acc"),
                         "train_loss": record.get("train_loss"),
                         "run_id": folder.name,
@@ -151,7 +156,7 @@ class DiagnosticsFigure(Figure):
         table = data.table
         panels = [
             ("v_spread", "(a) variance of v across clients"),
-            ("client_drift", "(b) client drift"),
+            ("relative_drift", "(b) client drift / ||mean update||^2"),
         ]
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
         # One colour per method, one line style per partition (the last, most skewed, solid).
@@ -235,8 +240,9 @@ class FedAdamWFig2(DiagnosticsFigure):
             ("Local AdamW", "IID"),
         ),
         (
-            "client_drift",
-            "Local AdamW drifts more than Local SGD under Dir-0.1",
+            "relative_drift",
+            "Local AdamW drifts more than Local SGD under Dir-0.1 (drift relative to the squared "
+            "mean update, so that the two learning rates cancel)",
             ("Local AdamW", "Dir-0.1"),
             ("Local SGD", "Dir-0.1"),
         ),

@@ -174,6 +174,9 @@ class HessianSettings(FigureSettings):
     exact_max: int = Field(default=5000, ge=0)
     probes: int = Field(default=20, ge=1, description="HVP probes per estimate")
     random_draws: int = Field(default=200, ge=2)
+    #: "Near block-diagonal" (the paper's words) is checked as: the diagonal blocks of `blocks:
+    #: hessian` hold at least this share of ||H||_F^2 (1 for an exactly block-diagonal H).
+    near_block_diagonal: float = Field(default=0.5, gt=0, le=1)
     clients: int = Field(default=20, ge=1)
     local_steps: int = Field(default=20, ge=1)
 
@@ -412,28 +415,45 @@ class HessianFigure(Figure):
         ax.grid(alpha=0.3, axis="y")
 
     def claims(self, data: FigureData, settings: Any) -> list[Claim]:
+        """Per model, two claims on the diagonal-block share m of ||H||_F^2 in `blocks:
+        hessian`: the paper's "near block-diagonal" (m >= settings.near_block_diagonal at every
+        snapshot), and the weaker "more block structure than chance" (m above the 95% interval
+        of random partitions of the same block sizes). Each reports m itself (the smallest over
+        the snapshots) beside the random partitions' share."""
         found = []
         snaps = [
             ("the small Transformer", [data.extra["transformer"]]),
             ("the MLP", data.extra["mlp"]),
         ]
+        threshold = settings.near_block_diagonal
         for what, group in snaps:
             parts = [s["partitions"]["hessian"] for s in group]
-            above = [p["mass"] > p["random_hi"] for p in parts]
-            ratios = [p["mass"] / p["random_mean"] for p in parts]
-            worst = int(np.argmin(ratios))
-            p = parts[worst]
             when = ", ".join(f"round {s['round']}" for s in group)
+            low = int(np.argmin([p["mass"] for p in parts]))
+            p = parts[low]
             found.append(
                 Claim(
                     statement=f"the Hessian of {what} is near block-diagonal in blocks: hessian "
-                    f"({when}): its diagonal blocks hold more of ||H||_F^2 than a random "
-                    "partition of the same block sizes",
+                    f"({when}): its diagonal blocks hold at least {threshold:g} of ||H||_F^2",
+                    statistic=f"smallest diagonal-block share ({p['blocks']} blocks, round "
+                    f"{group[low]['round']}; a random partition of the same sizes: "
+                    f"{p['random_mean']:.3g}; threshold {threshold:g})",
+                    value=p["mass"],
+                    holds=all(q["mass"] >= threshold for q in parts),
+                )
+            )
+            ratios = [q["mass"] / q["random_mean"] for q in parts]
+            worst = int(np.argmin(ratios))
+            p = parts[worst]
+            found.append(
+                Claim(
+                    statement=f"the Hessian of {what} has more mass on the diagonal blocks of "
+                    f"blocks: hessian ({when}) than a random partition of the same block sizes",
                     statistic=f"diagonal-block share ({p['blocks']} blocks, round "
                     f"{group[worst]['round']}; random: {p['random_mean']:.3g}, 95% "
                     f"[{p['random_lo']:.3g}, {p['random_hi']:.3g}], ratio {ratios[worst]:.3g})",
                     value=p["mass"],
-                    holds=all(above),
+                    holds=all(q["mass"] > q["random_hi"] for q in parts),
                 )
             )
         return found

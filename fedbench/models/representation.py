@@ -73,6 +73,20 @@ class _Represent(nn.Module):
         return self._represent[0](x)
 
 
+def check_anchor_statistics(model: nn.Module, model_name: str, algorithm: str) -> None:
+    """Anchors under other weights (`represent_with`) swap the parameters only: with BatchNorm
+    running statistics they would normalise with the local model's statistics instead of each
+    anchor's own (MOON's z_glob and z_prev). fedbench keeps no per-anchor statistics, so such
+    models are refused rather than given subtly wrong anchors."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats:
+            raise FedbenchError(
+                f"{algorithm} evaluates its anchors under other weights, but model {model_name} "
+                "has BatchNorm running statistics, which the anchors would borrow from the local "
+                "model; use model.norm gn (or a model without BatchNorm)"
+            )
+
+
 def represent_with(model: nn.Module, names: list[str]) -> Callable[[list[Tensor], Tensor], Tensor]:
     """f(weights, x): the representation of x with the trainable parameters `names` replaced by
     `weights`, in eval mode (no dropout, BatchNorm's running statistics untouched) and without

@@ -18,10 +18,20 @@ the gamma-quantile of the update norms:
     sigma_u = (z^-2 - (2 sigma_b)^-2)^(-1/2)                          (Andrew et al., Thm. 1)
 
 so that the two releases together cost what one Gaussian release with noise multiplier z
-(`privacy.noise_multiplier`) costs. The accountant treats each round as one sampled Gaussian
-mechanism with rate q = S / N and noise multiplier z (uniform sampling of S clients without
-replacement, accounted as Poisson sampling at rate S / N, as McMahan et al. do); epsilon is the
-same for every client.
+(`privacy.noise_multiplier`) costs. The accountant treats each round as one Poisson-subsampled
+Gaussian mechanism with rate q = S / N and noise multiplier z; epsilon is the same for every
+client. Which mechanism runs (`privacy.sampling`):
+
+- `fixed` (default): exactly S of the N clients, uniformly without replacement, accounted as
+  Poisson sampling at q = S / N, as McMahan et al. do: an approximation (fixed-size sampling is
+  a different mechanism), and the denominators are the round's client count (public, since S is
+  fixed and the schedule is data-independent).
+- `poisson`: every client joins each round independently with probability q: the accounted
+  mechanism itself. The denominators are then the expected count S (a realised count would
+  depend on who joined), as in McMahan et al.'s fixed-denominator estimator.
+
+With `fl.dropout` a sampled client that drops out releases nothing but is accounted at q: the
+reported epsilon is then an upper bound. `accounting()` says which of these holds.
 """
 
 from __future__ import annotations
@@ -55,8 +65,48 @@ class ClientLevelPlan:
     #: S, the clients sampled per round: the denominator of the noisy mean's count noise default.
     expected_clients: int
     num_clients: int
+    #: fl.dropout: sampled clients that drop out release nothing (epsilon is then a bound).
+    dropout: float = 0.0
 
     level = "client"
+
+    @property
+    def poisson(self) -> bool:
+        """Poisson client sampling (privacy.sampling: poisson): the accounted mechanism."""
+        return self.config.sampling == "poisson"
+
+    def denominator(self, count: int) -> int:
+        """What the round's sums are divided by: the expected S under Poisson sampling, else
+        the round's count of clients (exactly S unless some dropped out)."""
+        return self.expected_clients if self.poisson else count
+
+    def accounting(self) -> dict[str, str]:
+        """Which mechanism the accountant analysed and how the reported epsilon relates to the
+        one that ran: "accounting" is `exact` (the accountant analysed the mechanism that runs),
+        `approximate` (a similar one) or `upper bound` (one that releases more)."""
+        model = (
+            f"{self.rounds} Poisson-subsampled Gaussian releases, q = S/N = "
+            f"{self.expected_clients}/{self.num_clients}, noise multiplier "
+            f"{self.noise_multiplier:.4g} ({self.config.accountant})"
+        )
+        if not self.poisson:
+            return {
+                "model": model,
+                "accounting": "approximate",
+                "why": "exactly S clients are drawn without replacement each round, accounted "
+                "as Poisson sampling at q = S/N; set privacy.sampling poisson for the exact one",
+            }
+        if self.dropout > 0:
+            return {
+                "model": model,
+                "accounting": "upper bound",
+                "why": "clients that drop out release nothing but are accounted at q",
+            }
+        return {
+            "model": model,
+            "accounting": "exact",
+            "why": "Poisson client sampling at q = S/N, the accounted mechanism",
+        }
 
     def epsilon(self, rounds_done: int | None = None) -> float:
         """epsilon after `rounds_done` rounds (default: the whole run); the same for every client."""
@@ -85,14 +135,23 @@ class ClientLevelPlan:
         if rest <= 0:
             raise FedbenchError(
                 f"privacy.count_noise {self.count_noise:g} is too small for noise_multiplier "
-                f"{z:g}: adaptive clipping needs count_noise > 1 / (2 * noise_multiplier) = "
-                f"{1 / (2 * z):g}; set privacy.count_noise (default: clients per round / 20)"
+                f"{z:g}: adaptive clipping needs count_noise > noise_multiplier / 2 = "
+                f"{z / 2:g}; set privacy.count_noise (default: clients per round / 20)"
             )
         return rest**-0.5
 
 
+def poisson_clients_of(privacy: PrivacyConfig | None) -> bool:
+    """Whether the client schedule is Poisson-sampled: client-level DP with sampling poisson."""
+    return privacy is not None and privacy.level == "client" and privacy.sampling == "poisson"
+
+
 def client_level_plan(
-    cfg_privacy: PrivacyConfig, num_clients: int, sampled: int, rounds: int
+    cfg_privacy: PrivacyConfig,
+    num_clients: int,
+    sampled: int,
+    rounds: int,
+    dropout: float = 0.0,
 ) -> ClientLevelPlan:
     """The plan of a client-level private run; calibrates z when target_epsilon is set."""
     rate = sampled / num_clients
@@ -101,7 +160,7 @@ def client_level_plan(
         z = calibrate_noise(
             cfg_privacy.target_epsilon, [rate], [rounds], cfg_privacy.delta, cfg_privacy.accountant
         )
-    plan = ClientLevelPlan(cfg_privacy, z, rate, rounds, sampled, num_clients)
+    plan = ClientLevelPlan(cfg_privacy, z, rate, rounds, sampled, num_clients, dropout)
     plan.update_noise_multiplier  # noqa: B018 (raises a FedbenchError on an impossible split)
     return plan
 
@@ -162,24 +221,37 @@ class ClientLevelRound:
     """One round's client-level mechanism: clips uploads as they arrive and privatises the
     round's sum; `clip` is the round's C and `new_clip` the next round's (adaptive)."""
 
-    def __init__(self, plan: ClientLevelPlan, seed: int, round_idx: int, clip: float) -> None:
+    def __init__(
+        self,
+        plan: ClientLevelPlan,
+        seed: int,
+        round_idx: int,
+        clip: float,
+        public: frozenset[str] = frozenset(),
+    ) -> None:
         self.plan = plan
         self.clip = clip
+        #: Upload keys released as they are (`Algorithm.public_uploads`): not clipped, no noise.
+        self.public = public
         self.generator = server_generator(seed, round_idx)
         self.unclipped = 0
         self.count = 0
         self.new_clip = clip
 
     def add(self, upload: dict[str, list[Tensor]]) -> dict[str, list[Tensor]]:
-        clipped, under = clip_upload(upload, self.clip)
+        private = {k: v for k, v in upload.items() if k not in self.public}
+        clipped, under = clip_upload(private, self.clip)
         self.unclipped += int(under)
         self.count += 1
-        return clipped
+        return {**upload, **clipped}
 
     def privatise(self, sums: dict[str, list[Tensor]]) -> dict[str, list[Tensor]]:
+        # Public uploads (FedNova's tau_i) are averaged over the clients that sent them.
+        public = {k: [t / self.count for t in v] for k, v in sums.items() if k in self.public}
+        denominator = self.plan.denominator(self.count)
         mean = noisy_mean(
-            sums,
-            self.count,
+            {k: v for k, v in sums.items() if k not in self.public},
+            denominator,
             clip=self.clip,
             noise_multiplier=self.plan.update_noise_multiplier,
             generator=self.generator,
@@ -189,10 +261,10 @@ class ClientLevelRound:
             self.new_clip = next_clip(
                 self.clip,
                 self.unclipped,
-                self.count,
+                denominator,
                 quantile=config.target_quantile,
                 lr=config.clip_lr,
                 count_noise=self.plan.count_noise,
                 generator=self.generator,
             )
-        return mean
+        return {**mean, **public}

@@ -36,8 +36,34 @@ class PrivacyPlan:
     #: Privatised gradients per local step (2 for DP-FedSAM).
     gradients_per_step: int
     batch_size: int
+    #: Clients run K_i <= K steps (fl.local_steps_min) and are accounted K: epsilon is a bound.
+    steps_vary: bool = False
 
     level = "sample"
+
+    def accounting(self) -> dict[str, str]:
+        """Which mechanism the accountant analysed and how the reported epsilon relates to the
+        one that ran: "accounting" is `exact` (the accountant analysed the mechanism that runs),
+        `approximate` (a similar one) or `upper bound` (one that releases more)."""
+        model = (
+            f"per client, {self.local_steps * self.gradients_per_step} Poisson-subsampled "
+            f"Gaussian steps at q_i = B/n_i per round it joins, noise multiplier "
+            f"{self.noise_multiplier:.4g} ({self.config.accountant}); the worst client"
+        )
+        if self.config.sampling != "poisson":
+            return {
+                "model": model,
+                "accounting": "approximate",
+                "why": "fixed-size batches are accounted as Poisson sampling at q = B/n_i; set "
+                "privacy.sampling poisson for the exact one",
+            }
+        if self.steps_vary:
+            return {
+                "model": model,
+                "accounting": "upper bound",
+                "why": "clients run K_i <= K steps (fl.local_steps_min) and are accounted K",
+            }
+        return {"model": model, "accounting": "exact", "why": "Poisson batch sampling at q = B/n_i"}
 
     @property
     def num_clients(self) -> int:
@@ -104,6 +130,7 @@ def make_plan(
         local_steps=cfg.fl.local_steps,
         gradients_per_step=gradients_per_step,
         batch_size=cfg.fl.batch_size,
+        steps_vary=cfg.fl.local_steps_min not in (None, cfg.fl.local_steps),
     )
 
 
@@ -124,6 +151,11 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name, cfg.privacy.level)
+    if cfg.privacy.level == "sample" and algorithm_cls.uses_full_gradient(cfg.algorithm):
+        raise FedbenchError(
+            f"{cfg.algorithm.name}'s full-data gradient pass (full_batch_gradient) is not "
+            "privatised by sample-level DP; set algorithm.full_batch_gradient false"
+        )
     return resolve_plan(cfg, algorithm_cls, client_sizes, schedule, sampled)
 
 
@@ -163,4 +195,4 @@ def client_plan(
             "privacy.level client needs algorithm.weighting uniform (sample weights would change "
             "each client's sensitivity)"
         )
-    return client_level_plan(cfg.privacy, num_clients, sampled, cfg.fl.rounds)
+    return client_level_plan(cfg.privacy, num_clients, sampled, cfg.fl.rounds, cfg.fl.dropout)

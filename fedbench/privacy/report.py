@@ -11,7 +11,7 @@ from fedbench.config import RunConfig, load_run_config, parse_override, read_yam
 from fedbench.engine.schedule import client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.listing import Listing
-from fedbench.privacy.client_level import ClientLevelPlan
+from fedbench.privacy.client_level import ClientLevelPlan, poisson_clients_of
 from fedbench.privacy.plan import PrivacyPlan, resolve_plan
 from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, TableConfig
@@ -68,6 +68,7 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
                 f"update clip {p.clip:g}{adaptive}",
                 f"{cfg.fl.rounds} rounds, each one Gaussian release at client sampling rate "
                 f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
+                _accounting_line(plan.accounting()),
             ]
         )
     steps = plan.steps()
@@ -80,8 +81,14 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
         f"gradients per step {plan.gradients_per_step}; rounds {cfg.fl.rounds}",
         f"most-used client {worst}: {steps[worst]} steps at q = {plan.rates[worst]:.4g} "
         f"(n_i = {round(cfg.fl.batch_size / plan.rates[worst]) if plan.rates[worst] < 1 else 'B'})",
+        _accounting_line(plan.accounting()),
     ]
     return "\n".join(lines)
+
+
+def _accounting_line(accounting: dict[str, str]) -> str:
+    """How the reported epsilon relates to the mechanism that runs (`accounting()`)."""
+    return f"accounting: {accounting['accounting']} ({accounting['why']})"
 
 
 def _matches(setting: dict[str, Any], picks: dict[str, Any]) -> bool:
@@ -137,7 +144,14 @@ def table_epsilons(
 
 def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan | ClientLevelPlan:
     sampled = clients_per_round(cfg.fl.participation, len(sizes))
-    schedule = client_schedule(cfg.seed, cfg.fl.rounds, len(sizes), sampled, cfg.fl.dropout)
+    schedule = client_schedule(
+        cfg.seed,
+        cfg.fl.rounds,
+        len(sizes),
+        sampled,
+        cfg.fl.dropout,
+        poisson_clients_of(cfg.privacy),
+    )
     return resolve_plan(cfg, ALGORITHMS.get(cfg.algorithm.name), sizes, schedule, sampled)
 
 

@@ -50,6 +50,7 @@ METRIC_LABELS = {
     "wall_s": "wall (s)",
     "rounds_to_target": "rounds to target",
     "client_drift": "client drift",
+    "relative_drift": "drift / |mean update|^2",
     "v_spread": "v spread",
     "local_step_ratio": "step RMS / lr",
 }
@@ -500,6 +501,7 @@ TEX_METRICS = {
     "comm_down": "Down",
     "wall_s": "Wall (s)",
     "client_drift": "Client drift",
+    "relative_drift": "Drift / $\\|\\bar\\Delta\\|^2$",
     "v_spread": "$v$ spread",
     "local_step_ratio": "Step RMS / lr",
 }

@@ -63,13 +63,14 @@ METRICS = (
     "best_test_acc",
     "rounds_to_target",
     "client_drift",
+    "relative_drift",
     "v_spread",
     "local_step_ratio",
 )
 #: The `eval.diagnostics` measurements (FedAdamW Figure 2's client drift and v spread, and the
 #: local step's RMS size over the learning rate): a run's value is their mean over the evaluated
 #: rounds that measured them. They explain results rather than rank methods: no best, no ties.
-DIAGNOSTIC_METRICS = ("client_drift", "v_spread", "local_step_ratio")
+DIAGNOSTIC_METRICS = ("client_drift", "relative_drift", "v_spread", "local_step_ratio")
 #: Metrics that do not depend on the column: reported once per row.
 ROW_METRICS = ("comm",)
 

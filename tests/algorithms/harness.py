@@ -125,7 +125,7 @@ def run_federated(
         round_info = info
         for i in clients:
             if steps_of is not None:
-                info = replace(round_info, local_steps=steps_of(r, i))
+                info = replace(round_info, local_steps=steps_of(r, i), nominal_steps=local_steps)
             stored = states.get(i)
             local = alg.client_begin(x, server, stored, info)
             y = [t.clone() for t in x]

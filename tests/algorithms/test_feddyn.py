@@ -52,3 +52,34 @@ def test_feddyn_reaches_the_global_optimum_where_fedavg_is_biased() -> None:
         gaps[name] = float((flatten(x) - optimum).norm())
     assert gaps["feddyn"] < 1e-6
     assert gaps["fedavg"] > 1e-3
+
+
+def test_feddyn_refuses_sample_weighting(run_cli) -> None:
+    """Algorithm 1 averages uniformly: h <- h - alpha (1/N) sum_{i in S} (y_i - x). A
+    sample-weighted mean there broke the invariant h = (1/N) sum_i grad_i (by 1.6e-2 in the
+    issue's check), so the combination is refused with one line (exit 2), dp twin included."""
+    import pytest
+    from pydantic import ValidationError
+
+    from fedbench.algorithms.params import algorithm_params
+
+    for name in ("feddyn", "dp_feddyn"):
+        with pytest.raises(ValidationError, match="use weighting uniform"):
+            algorithm_params({"name": name, "weighting": "samples"})
+    code, _, err = run_cli(
+        "train", "--set", "model.name=logreg", "--set", "algorithm.name=feddyn",
+        "--set", "algorithm.weighting=samples",
+    )  # fmt: skip
+    assert code == 2 and "use weighting uniform" in err and len(err.strip().splitlines()) == 1
+
+
+def test_feddyn_server_state_is_the_mean_of_all_clients_gradients() -> None:
+    """The invariant of Algorithm 1 with partial participation: h = (1/N) sum_i grad_i over
+    all N clients (unsampled ones keep their last grad_i)."""
+    problem = Problem(clients=4)
+    alg = make("feddyn", clients=4, weight_decay=0.0)
+    _, server, states = run_federated(
+        alg, problem, rounds=3, local_steps=3, lr=0.05, sampled=[[0, 1], [1, 2], [3, 0]]
+    )
+    grads = torch.stack([flatten(states[i]["grad"]) for i in range(4)])
+    assert_close(server["h"], grads.mean(0))

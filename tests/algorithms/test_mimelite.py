@@ -47,3 +47,102 @@ def test_mimelite_with_beta_zero_is_fedavg() -> None:
         x, _, _ = run_federated(alg, problem, rounds=2, local_steps=4, lr=0.05)
         runs[name] = flatten(x)
     assert_close(runs["mimelite"], runs["fedavg"])
+
+
+def test_mimelite_full_batch_gradient_is_mime_algorithm_1() -> None:
+    """`full_batch_gradient: true`: c_i = grad f_i(x) + lambda x over the client's whole data
+    (handed in by the engine through take_full_gradient), not the first step's gradient. The
+    local steps here see a perturbed gradient (a minibatch stand-in), so the two forms differ."""
+    from fedbench.algorithms.base import RoundInfo
+
+    problem = Problem(clients=3)
+    wd, beta, lr, K = 0.01, 0.7, 0.05, 3
+    for full in (True, False):
+        alg = make("mimelite", clients=3, weight_decay=wd, beta=beta, full_batch_gradient=full)
+        assert alg.uses_full_gradient(alg.params) is full
+        x = problem.x0()
+        server = alg.init_server_state(x)
+        info = RoundInfo(0, lr, K, 3, 3)
+        flat_x = flatten(x)
+        cs, deltas = [], []
+        for i in range(3):
+            local = alg.client_begin(x, server, None, info)
+            if full:
+                alg.take_full_gradient(problem.grad(x, i), x, local, info)
+            y = [t.clone() for t in x]
+            for k in range(1, K + 1):
+                g = [t + 0.3 for t in problem.grad(y, i)]  # a biased "minibatch" gradient
+                with torch.no_grad():
+                    alg.local_step(y, g, local, k, info)
+            upload, _ = alg.client_end(y, x, local, None, info)
+            cs.append(flatten(upload["grad"]))
+            deltas.append(flatten(upload["delta"]))
+        first = [problem.flat_grad(flat_x, i) + 0.3 + wd * flat_x for i in range(3)]
+        exact = [problem.flat_grad(flat_x, i) + wd * flat_x for i in range(3)]
+        assert_close(torch.stack(cs), torch.stack(exact if full else first))
+        # the local steps are the same in both forms (m = 0 in round 0)
+        y_ref = []
+        for i in range(3):
+            y = flat_x.clone()
+            for _ in range(K):
+                y = y - lr * (1 - beta) * (problem.flat_grad(y, i) + 0.3 + wd * y)
+            y_ref.append(y - flat_x)
+        assert_close(torch.stack(deltas), torch.stack(y_ref))
+
+
+def test_engine_full_gradient_pass_is_the_mean_gradient_over_all_samples() -> None:
+    """fedbench.engine.client.full_gradient: the gradient of the mean cross-entropy over every
+    sample of the client (batched), with BatchNorm's running statistics left untouched."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    from fedbench.engine.client import LocalTraining, full_gradient
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.BatchNorm1d(5), nn.Linear(5, 3)).double().train()
+    params = list(model.parameters())
+    data = SimpleNamespace(
+        x_train=torch.randn(20, 4, dtype=torch.float64), y_train=torch.randint(0, 3, (20,))
+    )
+    run = LocalTraining(
+        model=model, forward=model, params=params, algorithm=None, data=data,  # type: ignore[arg-type]
+        batch_size=4, seed=0, grad_clip=None,
+    )  # fmt: skip
+    samples = torch.tensor([0, 3, 5, 6, 9, 12, 13, 17])
+    stats = [b.clone() for b in model.buffers()]
+    g = full_gradient(run, samples, contextlib.nullcontext())
+    for b, before in zip(model.buffers(), stats, strict=True):
+        assert torch.equal(b, before)
+    expected = [torch.zeros_like(p) for p in params]
+    for chunk in samples.split(4):  # BatchNorm normalises per batch: the pass's batches
+        loss = torch.nn.functional.cross_entropy(
+            model(data.x_train[chunk]), data.y_train[chunk], reduction="sum"
+        )
+        for e, gi in zip(expected, torch.autograd.grad(loss, params), strict=True):
+            e += gi / 8
+    for a, b in zip(g, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_engine_mimelite_full_batch_runs_and_refuses_sample_level_dp(run_cli, tmp_path) -> None:
+    from fedbench.engine import train
+    from tests.conftest import read_metrics
+    from tests.engine.test_engine import tiny_config
+
+    cheap = train(tiny_config("algorithm.name=mimelite"), tmp_path / "a")
+    full = train(
+        tiny_config("algorithm.name=mimelite", "algorithm.full_batch_gradient=true"), tmp_path / "b"
+    )
+    assert full.status == "completed" and full.run_dir != cheap.run_dir
+    assert (
+        read_metrics(full.run_dir)[-1]["train_loss"]
+        != read_metrics(cheap.run_dir)[-1]["train_loss"]
+    )
+    code, _, err = run_cli(
+        "train", "--set", "model.name=logreg", "--set", "algorithm.name=dp_mimelite",
+        "--set", "algorithm.full_batch_gradient=true", "--set", "privacy.noise_multiplier=1",
+    )  # fmt: skip
+    assert code == 2 and "set algorithm.full_batch_gradient false" in err
+    assert len(err.strip().splitlines()) == 1

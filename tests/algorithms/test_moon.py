@@ -107,3 +107,22 @@ def test_moon_refuses_privacy_and_models_without_a_representation(run_cli) -> No
 
     with pytest.raises(FedbenchError, match="does not expose its representation"):
         representation_split(nn.LSTM(3, 3))
+
+
+def test_moon_refuses_batchnorm_running_statistics(run_cli) -> None:
+    """The anchors swap parameters only: BatchNorm's running statistics would be the local
+    model's, not z_glob's or z_prev's own. One line, exit 2; GroupNorm runs."""
+    from fedbench.errors import FedbenchError
+    from fedbench.models.representation import check_anchor_statistics
+
+    bn = build_model(ModelConfig(name="resnet18", norm="bn"), (3, 8, 8), 4)
+    with pytest.raises(FedbenchError, match="BatchNorm running statistics"):
+        check_anchor_statistics(bn, "resnet18", "moon")
+    check_anchor_statistics(
+        build_model(ModelConfig(name="resnet18", norm="gn"), (3, 8, 8), 4), "resnet18", "moon"
+    )
+    code, _, err = run_cli(
+        "train", "--set", "algorithm.name=moon", "--set", "model.name=resnet18",
+        "--set", "model.norm=bn", "--set", "fl.rounds=1",
+    )  # fmt: skip
+    assert code == 2 and "use model.norm gn" in err and len(err.strip().splitlines()) == 1

@@ -153,3 +153,49 @@ def test_shards_per_client_changes_the_run_id_of_shard_runs_only():
     assert digest(RunConfig()) == digest(RunConfig(partition={"shards_per_client": 5}))
     shards = RunConfig(partition={"kind": "shards"})
     assert digest(shards) != digest(RunConfig(partition={"kind": "shards", "shards_per_client": 3}))
+
+
+def test_shards_with_few_samples_per_client_sample_within_shards_of_all_the_data():
+    """McMahan et al. 2017 cut ALL the label-sorted data into N x s shards. 10 clients x 20
+    samples of 1000 (10 classes of 100), 2 shards each: 20 shards of 50, each half of one
+    class; a client keeps 10 samples of each of its 2 shards. Before the fix the split cut only
+    the first 200 sorted samples: the federation held classes {0, 1} alone."""
+    cfg = PartitionConfig(kind="shards", clients=10, shards_per_client=2, samples_per_client=20)
+    parts = partition(LABELS, cfg, 10)
+    assert [len(p) for p in parts] == [20] * 10
+    flat = np.concatenate(parts)
+    assert len(np.unique(flat)) == 200
+    # every shard (half a class) is used once with 10 samples: 20 samples of every class
+    assert np.bincount(LABELS[flat], minlength=10).tolist() == [20] * 10
+    for p in parts:
+        counts = np.bincount(LABELS[p], minlength=10)
+        assert set(counts[counts > 0].tolist()) <= {10, 20}
+    # the hand rule: the same permutations of the seeded generator, then 10 of each shard
+    rng = np.random.default_rng(cfg.seed)
+    shuffled = rng.permutation(1000)
+    by_label = shuffled[np.argsort(LABELS[shuffled], kind="stable")]
+    shards = by_label.reshape(20, 50)
+    owners = rng.permutation(20).reshape(10, 2)
+    keep = rng.permuted(np.tile(np.arange(50), (20, 1)), axis=1)[:, :10]
+    expected = [np.sort(np.concatenate([shards[j][keep[j]] for j in own])) for own in owners]
+    assert all(np.array_equal(a, b) for a, b in zip(parts, expected, strict=True))
+
+
+def test_corrected_rules_change_the_run_ids_of_the_runs_they_change_only():
+    """A finished run of an old rule must not be reused under the corrected one (issue 32):
+    the corrected cases hash a `revised` entry; everything else keeps its id."""
+    from fedbench.config import RunConfig
+
+    def revised(**fields) -> list[str]:
+        return RunConfig(**fields)._results_data().get("revised", [])
+
+    assert revised() == []
+    assert revised(algorithm={"name": "fednova"}) == []
+    assert revised(partition={"kind": "shards"}) == []
+    assert revised(partition={"kind": "shards", "samples_per_client": 20}) == ["shards-of-all-data"]
+    assert revised(algorithm={"name": "fednova"}, fl={"local_steps_min": 2}) == [
+        "fednova-public-tau"
+    ]
+    client = {"level": "client", "noise_multiplier": 1.0}
+    assert revised(algorithm={"name": "fednova"}, privacy=client) == ["fednova-public-tau"]
+    assert revised(algorithm={"name": "fedavg"}, privacy=client) == []

@@ -102,3 +102,22 @@ def test_local_step_ratio_of_adam_first_step_is_about_one(tmp_path: Path) -> Non
     ratio = engine.diagnostics["local_step_ratio"]
     assert ratio == pytest.approx(float(step.square().mean().sqrt()) / 0.01, rel=1e-12)
     assert 0.9 < ratio <= 1.0
+
+
+def test_relative_drift_is_the_drift_over_the_squared_mean_update_by_hand() -> None:
+    """relative_drift = mean_i ||Delta_i - Delta_bar||^2 / ||Delta_bar||^2: invariant to the
+    step scale (the figures compare methods at different learning rates with it)."""
+    from fedbench.engine.aggregation import Aggregator, round_diagnostics
+
+    deltas = [
+        torch.tensor([1.0, 2.0], dtype=torch.float64),
+        torch.tensor([3.0, 0.0], dtype=torch.float64),
+    ]
+    for scale in (1.0, 1e-3):
+        agg = Aggregator(spread_of="delta")
+        for d in deltas:
+            agg.add({"delta": [scale * d]}, 1.0)
+        found = round_diagnostics(agg, agg.means(), [])
+        # Delta_bar = (2, 1): drift = mean(||(-1, 1)||^2, ||(1, -1)||^2) = 2; ||Delta_bar||^2 = 5
+        assert found["client_drift"] == pytest.approx(2.0 * scale**2, rel=1e-12)
+        assert found["relative_drift"] == pytest.approx(0.4, rel=1e-10)

@@ -22,7 +22,11 @@ def test_vectorized_unsupported_reads_the_algorithm_flag() -> None:
     model = nn.Linear(3, 2)
     for flag, expected in ((True, None), (False, "non-elementwise local rule")):
         setup = SimpleNamespace(
-            cfg=cfg, model=model, algorithm=SimpleNamespace(supports_vectorized=flag)
+            cfg=cfg,
+            model=model,
+            algorithm=SimpleNamespace(
+                supports_vectorized=flag, uses_full_gradient=lambda params: False
+            ),
         )
         reason = vectorized_unsupported(setup)
         assert reason is None if expected is None else expected in reason

@@ -60,3 +60,18 @@ def test_the_dp_figure_end_to_end_at_tiny_sizes(tmp_path: Path) -> None:
     assert (made.folder / "dp-fig4.png").stat().st_size > 10_000
     rows = (made.folder / "dp-fig4.csv").read_text().splitlines()
     assert rows[0].startswith("run,quantity,bin_lo,bin_hi,count") and len(rows) == 1 + 4 * 80
+
+
+def test_m_alignment_claim_reads_the_shift_of_m_in_units_of_its_dp_width() -> None:
+    """The paper's "centres of m aligned": holds when the 95% interval of the median shift lies
+    within +-0.1 std(m with DP), does not when outside, else undecided."""
+    from fedbench.figures.dp_fig4 import DPFig4Figure
+
+    def verdict(shift: float, lo: float, hi: float) -> tuple[float, bool | None]:
+        extra = {"std_m": {"dp": 2.0, "clean": 0.5}, "m_shift": shift, "m_shift_interval": [lo, hi]}
+        claim = DPFig4Figure._m_alignment(extra)
+        return claim.value, claim.holds
+
+    assert verdict(0.02, -0.1, 0.15) == (pytest.approx(0.01), True)
+    assert verdict(0.6, 0.4, 0.8) == (pytest.approx(0.3), False)
+    assert verdict(0.2, 0.1, 0.3)[1] is None  # straddles 0.1 x 2.0 = 0.2

@@ -94,7 +94,33 @@ def test_the_hessian_figure_end_to_end_at_tiny_sizes(tmp_path: Path) -> None:
     assert not transformer["exact"] and transformer["tensors"] == []  # 2,714 > 2,500: HVPs
     assert [m["round"] for m in mlps] == [0, 1] and all(m["exact"] for m in mlps)
     assert mlps[0]["partitions"]["global"]["mass"] == pytest.approx(1.0)
-    assert len(made.claims) == 2
+    assert len(made.claims) == 4
     assert (made.folder / "fedadamw-hessian.png").stat().st_size > 10_000
     table = (made.folder / "fedadamw-hessian.csv").read_text().splitlines()
     assert table[0].startswith("model,round,partition") and len(table) == 1 + 3 * 4
+
+
+def test_claims_report_the_block_share_and_test_near_block_diagonal_at_the_threshold() -> None:
+    """More mass than random partitions (0.07 against 0.03) is not "near block-diagonal": that
+    verdict needs the share itself at or above the stated threshold (0.5 by default)."""
+    import pandas as pd
+
+    from fedbench.figures import FIGURES
+    from fedbench.figures.base import FigureData
+    from fedbench.figures.make import figure_settings
+
+    def snap(round_: int, mass: float) -> dict:
+        share = {"mass": mass, "blocks": 10, "random_mean": 0.03, "random_lo": 0.02}
+        return {"round": round_, "partitions": {"hessian": {**share, "random_hi": 0.04}}}
+
+    data = FigureData(
+        pd.DataFrame(), {"transformer": snap(1, 0.07), "mlp": [snap(0, 0.6), snap(5, 0.9)]}
+    )
+    settings = figure_settings(FIGURES.get("fedadamw-hessian"), "quick", [])
+    near_t, above_t, near_m, above_m = FIGURES.get("fedadamw-hessian")().claims(data, settings)
+    assert (near_t.holds, above_t.holds, near_m.holds, above_m.holds) == (False, True, True, True)
+    assert near_t.value == pytest.approx(0.07) and near_m.value == pytest.approx(0.6)
+    assert "at least 0.5 of ||H||_F^2" in near_t.statement and "threshold 0.5" in near_t.statistic
+    assert "random partition of the same sizes: 0.03" in near_t.statistic
+    strict = figure_settings(FIGURES.get("fedadamw-hessian"), "quick", ["near_block_diagonal=0.7"])
+    assert FIGURES.get("fedadamw-hessian")().claims(data, strict)[2].holds is False

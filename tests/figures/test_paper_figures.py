@@ -52,7 +52,7 @@ def test_diagnostics_figures_end_to_end(run_cli, tmp_path: Path, name: str, clai
         assert claim["verdict"] in out and claim["value"] > 0  # a ratio of positive diagnostics
     table = pd.read_csv(tmp_path / "figures" / f"{name}-quick" / f"{name}.csv")
     assert set(table["round"]) == {1, 2} and set(table["seed"]) == {0, 1}
-    assert table["client_drift"].gt(0).all()
+    assert table["client_drift"].gt(0).all() and table["relative_drift"].gt(0).all()
     adam = table[table["method"].str.contains("AdamW")]
     assert adam["v_spread"].gt(0).all()  # v kept, DP or not
     # A second call reads the finished runs back: nothing trains again.
@@ -157,12 +157,16 @@ def test_diagnostics_claims_on_synthetic_ratios() -> None:
                         "seed": seed,
                         "round": r,
                         "v_spread": None if v is None else v * noise,
-                        "client_drift": drift * noise,
+                        # raw drift scaled by the method's lr (AdamW 100x): the claim must not
+                        # read it; relative drift is the comparable one
+                        "client_drift": drift * noise * (100.0 if "AdamW" in method else 1.0),
+                        "relative_drift": drift * noise,
                     }
                 )
     figure = FIGURES.get("fedadamw-fig2")()
     claims = figure.claims(FigureData(pd.DataFrame(rows)), _settings("fedadamw-fig2"))
-    # v: Dir-0.1 is exactly 5x IID seed by seed; drift: AdamW is exactly half of SGD.
+    # v: Dir-0.1 is exactly 5x IID seed by seed; relative drift: AdamW is exactly half of SGD
+    # (its raw drift, 50x SGD's here, is the learning rate's doing and is not compared).
     assert claims[0].value == pytest.approx(5.0) and claims[0].holds is True
     assert claims[1].value == pytest.approx(0.5) and claims[1].holds is False
     assert "1.2" not in claims[0].line() and "holds: heterogeneity" in claims[0].line()
