@@ -175,5 +175,7 @@ def test_cifar_reader_reads_the_real_layout_and_refuses_other_objects(tmp_path: 
 
     with open(tmp_path / "cifar-10-batches-py" / "test_batch", "wb") as fh:
         pickle.dump({"data": Payload(), "labels": [0]}, fh, protocol=2)
-    with pytest.raises(FedbenchError, match=r"incomplete or corrupted \(unexpected object __builtin__\.print\)"):
+    with pytest.raises(
+        FedbenchError, match=r"incomplete or corrupted \(unexpected object __builtin__\.print\)"
+    ):
         load_dataset(DataConfig(name="cifar10", root=str(tmp_path), download=False))
