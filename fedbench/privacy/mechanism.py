@@ -305,6 +305,22 @@ class PrivateGradient:
         factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
         return list(torch.autograd.grad((losses * factors).sum(), self.params))
 
+    def _per_sample_checked(
+        self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
+    ) -> dict[str, Tensor]:
+        """vmap's per-sample gradients; under bf16 autocast, a model whose backward has no
+        batching rule for mixed dtypes (Swin's window attention: "expected scalar type BFloat16
+        but found Float") is computed in float32 from then on, with a note in `fallback`."""
+        try:
+            return self._per_sample(trainable, frozen, x, y)
+        except RuntimeError as exc:
+            if self.autocast is None or "expected scalar type" not in str(exc):
+                raise
+        self.autocast = None
+        note = "per-sample gradients under bf16 autocast fail for this model in vmap; float32"
+        self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
+        return self._per_sample(trainable, frozen, x, y)
+
     def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Chunked over the batch: per-sample gradients of a chunk, clipped and summed."""
         trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
@@ -312,7 +328,7 @@ class PrivateGradient:
         total = [torch.zeros_like(p) for p in self.params]
         step = chunk_size(self.d, max(1, x.shape[0]))
         for start in range(0, x.shape[0], step):
-            grads = self._per_sample(
+            grads = self._per_sample_checked(
                 trainable, frozen, x[start : start + step], y[start : start + step]
             )
             flat = [grads[n].flatten(1) for n in self.names]

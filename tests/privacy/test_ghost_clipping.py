@@ -200,3 +200,29 @@ def test_an_exact_model_keeps_ghost_clipping_after_the_check() -> None:
     )
     mech.clipped_sum(x, y)
     assert mech.method == "ghost" and mech.fallback is None and not mech._unverified
+
+
+def test_vmap_under_bf16_falls_back_to_float32_where_its_backward_mixes_dtypes() -> None:
+    """Swin's backward under vmap and bf16 autocast has no mixed-dtype batching rule (DP-FedAdamW
+    Figure 3's DP-LocalAdamW cell at paper settings crashed): float32, the same sum as without
+    autocast, and a note."""
+    from fedbench.config import ModelConfig
+    from fedbench.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(name="swin_micro"), (3, 32, 32), 4).train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, 3, 32, 32, generator=gen), torch.randint(0, 4, (2,), generator=gen)
+    sums = []
+    for cast in (torch.bfloat16, None):
+        mech = PrivateGradient(
+            model, params, noise_multiplier=0.0, clip=0.1, batch_size=2, autocast=cast,
+            method="vmap",
+        )  # fmt: skip
+        torch.manual_seed(1)  # the same drop-path draws
+        sums.append(mech.clipped_sum(x, y))
+        if cast is not None:
+            assert mech.autocast is None and "float32" in (mech.fallback or "")
+    for a, b in zip(*sums, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
