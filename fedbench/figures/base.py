@@ -128,6 +128,14 @@ class FigureContext:
             progress.close()
         return folders
 
+    @staticmethod
+    def trained_config(folder: Path) -> RunConfig:
+        """The config a run folder was trained with (its config.yaml): what a figure that
+        inspects a trained run rebuilds it from (under --smoke, the smoke form)."""
+        from fedbench.config import load_run_config
+
+        return load_run_config(folder / "config.yaml", [])
+
     def _checked(
         self, cfg: RunConfig, outcome: Outcome, allow_diverged: bool, save_model: bool
     ) -> Path:
@@ -211,6 +219,9 @@ class Figure(ABC):
     Settings: ClassVar[type[FigureSettings]] = FigureSettings
     #: Named presets: settings field -> value; `quick` runs on a 2-core CPU in a few minutes.
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: Settings a smoke check (`--smoke`) needs on top of the paper's to run the experiment from
+    #: nothing, e.g. `run: true` for a figure that otherwise reads a finished table.
+    smoke_settings: ClassVar[dict[str, Any]] = {}
 
     @abstractmethod
     def compute(self, settings: Any, context: FigureContext) -> FigureData:

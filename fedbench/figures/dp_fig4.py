@@ -36,6 +36,8 @@ ALIGNED = 0.1
 
 class DPFig4Settings(FigureSettings):
     data: str = "cifar10"
+    #: Swin-Tiny takes 224 x 224 images: CIFAR-10 is resized on the device, as in DP Table 3.
+    image_size: int | None = Field(default=224, gt=0)
     model: str = "swin_tiny"
     pretrained: bool = True
     clients: int = Field(default=100, ge=2)
@@ -58,7 +60,7 @@ def run_config(settings: DPFig4Settings, sigma: float) -> RunConfig:
     return parse_run_config(
         {
             "seed": settings.seed,
-            "data": {"name": settings.data},
+            "data": {"name": settings.data, "image_size": settings.image_size},
             "partition": {
                 "kind": "dirichlet",
                 "alpha": settings.alpha,
@@ -122,6 +124,7 @@ class DPFig4Figure(Figure):
     presets: ClassVar[dict[str, dict[str, Any]]] = {
         "quick": {
             "data": "digits",
+            "image_size": None,
             "model": "cnn",
             "pretrained": False,
             "clients": 10,
@@ -142,11 +145,12 @@ class DPFig4Figure(Figure):
 
         configs = [run_config(settings, settings.sigma), run_config(settings, 0.0)]
         folders = context.train(configs, save_model=True)
-        count = settings.probe_clients or settings.clients
-        clients = list(range(min(count, settings.clients)))
         found: dict[str, Any] = {}
         beta2 = configs[0].algorithm.beta2
-        for label, cfg, folder in zip(("dp", "clean"), configs, folders, strict=True):
+        for label, folder in zip(("dp", "clean"), folders, strict=True):
+            cfg = context.trained_config(folder)
+            count = settings.probe_clients or cfg.partition.clients
+            clients = list(range(min(count, cfg.partition.clients)))
             states, divisors = client_local_states(cfg, folder, clients)
             found[label] = moments(states, beta2, settings.local_steps)
             found[f"{label}_divisors"] = divisors

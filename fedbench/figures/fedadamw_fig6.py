@@ -52,6 +52,8 @@ class TableFigure(Figure):
     """A figure of a table folder's runs: `runs` (one row per finished run and its metrics)
     and `curves` (one row per run and evaluated round)."""
 
+    smoke_settings: ClassVar[dict[str, Any]] = {"run": True}
+
     Settings = TableFigureSettings
 
     def table_folder(self, settings: Any, context: FigureContext) -> Path:

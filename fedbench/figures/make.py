@@ -80,6 +80,8 @@ def make_figure(
     from fedbench.figures.registry import FIGURES
 
     figure_cls = FIGURES.get(name)
+    if smoke is not None:
+        overrides = [f"{k}={json.dumps(v)}" for k, v in figure_cls.smoke_settings.items()]
     settings = figure_settings(figure_cls, preset, overrides)
     folder = figure_folder(out, name, preset)
     folder.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from fedbench.config import DataConfig
 
 #: Training / test samples of a generated set: enough for 2 clients' batches and an evaluation
 #: that stays cheap at paper sizes (Swin-Base at 224 x 224 on a CPU), whatever the class count.
-N_TRAIN = 16
+N_TRAIN = 64
 N_TEST = 4
 
 
@@ -121,16 +121,17 @@ def writer_for(name: str) -> Callable[[Path, DataConfig], dict[str, Any]] | None
 
 def smoke_data(cfg: DataConfig, root: Path) -> tuple[dict[str, Any], str | None]:
     """The data section's replacement fields (root, path, download) pointing at generated files
-    of `cfg.name`, written once under `root`; and what it replaced (None: used as configured)."""
+    of `cfg.name`, written once under `root`; and what it replaced (None: used as configured).
+    Every dataset's files sit where its loader looks under one data root, so code that loads a
+    dataset by name with the default root finds them too when $FEDBENCH_DATA is `root`."""
     write = writer_for(cfg.name)
     if write is None:
         return {}, None
-    folder = root / cfg.name.replace("/", "-")
     what = f"data {cfg.name}: generated files in its real format"
-    written = folder / ".smoke.json"  # one writing per dataset and smoke check
+    written = root / f".smoke-{cfg.name.replace('/', '-')}.json"  # one writing per check
     if written.is_file():
         return json.loads(written.read_text()), what
-    folder.mkdir(parents=True, exist_ok=True)
-    fields = write(folder, cfg)
+    root.mkdir(parents=True, exist_ok=True)
+    fields = write(root, cfg)
     written.write_text(json.dumps(fields))
     return fields, what
