@@ -70,7 +70,7 @@ def main() -> int:
             )
     if args.figures:
         from fedbench.figures.registry import FIGURES
-        from fedbench.runner.smoke import smoke_figure
+        from fedbench.runner.smoke.check import smoke_figure
 
         for name in FIGURES:
             if deadline is not None and time.perf_counter() > deadline:

@@ -82,7 +82,7 @@ def test_run_and_ablate_share_every_option_and_differ_in_their_argument() -> Non
         ]
 
     assert options("run") == options("ablate")
-    assert len(options("run")) == 12
+    assert len(options("run")) == 13
     (run_table,) = [p for p in _params("run") if isinstance(p, TyperArgument)]
     (ablation,) = [p for p in _params("ablate") if isinstance(p, TyperArgument)]
     assert (run_table.name, ablation.name) == ("table", "name")

@@ -222,7 +222,7 @@ def figure(
     from fedbench.figures.make import make_figure
 
     if smoke:
-        from fedbench.runner.smoke import smoke_figure
+        from fedbench.runner.smoke.check import smoke_figure
 
         if preset is not None or set_:
             raise FedbenchError("--smoke checks the paper settings; drop --preset and --set")

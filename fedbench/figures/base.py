@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from fedbench.config import RunConfig
     from fedbench.runner.launcher import Outcome
-    from fedbench.runner.smoke.check import FigureSmoker
+    from fedbench.runner.smoke.figure_runs import FigureSmoker
 
 
 class FigureSettings(Strict):
@@ -127,14 +127,6 @@ class FigureContext:
         finally:
             progress.close()
         return folders
-
-    @staticmethod
-    def trained_config(folder: Path) -> RunConfig:
-        """The config a run folder was trained with (its config.yaml): what a figure that
-        inspects a trained run rebuilds it from (under --smoke, the smoke form)."""
-        from fedbench.config import load_run_config
-
-        return load_run_config(folder / "config.yaml", [])
 
     def _checked(
         self, cfg: RunConfig, outcome: Outcome, allow_diverged: bool, save_model: bool

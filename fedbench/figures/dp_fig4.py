@@ -141,6 +141,7 @@ class DPFig4Figure(Figure):
     def compute(self, settings: Any, context: FigureContext) -> FigureData:
         import pandas as pd
 
+        from fedbench.config import load_run_config
         from fedbench.engine.probe import client_local_states
 
         configs = [run_config(settings, settings.sigma), run_config(settings, 0.0)]
@@ -148,7 +149,8 @@ class DPFig4Figure(Figure):
         found: dict[str, Any] = {}
         beta2 = configs[0].algorithm.beta2
         for label, folder in zip(("dp", "clean"), folders, strict=True):
-            cfg = context.trained_config(folder)
+            # The run's own config (under --smoke, its smoke form), not the settings' one.
+            cfg = load_run_config(folder / "config.yaml", [])
             count = settings.probe_clients or cfg.partition.clients
             clients = list(range(min(count, cfg.partition.clients)))
             states, divisors = client_local_states(cfg, folder, clients)

@@ -16,7 +16,7 @@ from fedbench.figures.base import Claim, Figure, FigureContext, FigureSettings
 from fedbench.files import remove_stale_temporaries, save_figure, write_file
 
 if TYPE_CHECKING:
-    from fedbench.runner.smoke.check import FigureSmoker
+    from fedbench.runner.smoke.figure_runs import FigureSmoker
 
 
 @dataclass

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from fedbench.runner.smoke import SmokeReport
+    from fedbench.runner.smoke.report import SmokeReport
     from fedbench.runner.sweep import SweepResult
     from fedbench.runner.table_config import Plan
 
@@ -118,7 +118,7 @@ def sweep(
 def smoke_sweep(request: SweepRequest, say: Callable[[str], None]) -> SmokeReport:
     """`fedbench run TABLE --smoke`: every (row, column) of the request's plan in smoke form
     (fedbench.runner.smoke); nothing is written to --out."""
-    from fedbench.runner.smoke import smoke_plan
+    from fedbench.runner.smoke.check import smoke_plan
 
     if request.dry_run or request.estimate or request.plan_file is not None:
         raise FedbenchError("--smoke trains; drop --dry-run, --estimate and --write-plan")

@@ -104,4 +104,6 @@ def test_vectorized_ends_where_sequential_does_in_fp32(tmp_path: Path, model: st
         finals.append(final)
     num = sum(float((a - b).norm() ** 2) for a, b in zip(*finals, strict=True)) ** 0.5
     den = sum(float(a.norm() ** 2) for a in finals[0]) ** 0.5
-    assert num <= 1e-5 * den, f"relative difference {num / den:.2e}"
+    # fp32 rounding: BatchNorm's batched statistics reduce in another order under vmap.
+    tolerance = 5e-4 if model == "batchnorm" else 1e-5
+    assert num <= tolerance * den, f"relative difference {num / den:.2e}"

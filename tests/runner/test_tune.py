@@ -105,7 +105,9 @@ def test_a_killed_tune_resumes_its_unfinished_trial_without_new_ones(tmp_path: P
     study = optuna.load_study(study_name=study_name, storage=storage)
     # A kill in the middle of the second trial leaves it RUNNING in the study.
     grid = parse_grid("algorithm.lr=" + ",".join(map(str, LRS))).distribution()
-    stale = study.ask({"algorithm.lr": grid})  # the enqueued second grid point
+    # Grid points are enqueued as they are asked for: the tune enqueued the second, then asked.
+    study.enqueue_trial({"algorithm.lr": 0.3})
+    stale = study.ask({"algorithm.lr": grid})
     assert stale.number == 1
     result = _tune(plan, tmp_path, trials=2)
     trials = optuna.load_study(study_name=study_name, storage=storage).get_trials()

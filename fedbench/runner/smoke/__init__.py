@@ -3,19 +3,10 @@ for one short round on generated data, one line per cell (docs/smoke.md).
 
 - `cells`: the smoke form of a run config and what it replaces;
 - `data`: generated files in each dataset's real format;
-- `run`: training the cells, one line each;
-- `check`: a whole smoke check of a plan or a figure, with its header and verdict.
+- `run`: training the cells, one line each; `report`: the outcomes, header and verdict;
+- `check`: a whole smoke check of a plan or a figure; `figure_runs`: a figure's runs;
+- `coverage`: the covering set for machines that cannot run every cell.
+
+The package imports nothing itself, so that the figures can name `figure_runs` for typing
+without importing the figure machinery back.
 """
-
-from fedbench.runner.smoke.cells import SmokeCell, smoke_config
-from fedbench.runner.smoke.check import SmokeReport, smoke_figure, smoke_plan
-from fedbench.runner.smoke.run import SmokeOutcome
-
-__all__ = [
-    "SmokeCell",
-    "SmokeOutcome",
-    "SmokeReport",
-    "smoke_config",
-    "smoke_figure",
-    "smoke_plan",
-]

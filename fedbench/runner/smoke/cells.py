@@ -6,8 +6,8 @@ What a smoke run replaces, and says it replaces:
 - the data: generated files in the dataset's real format (fedbench.runner.smoke.data);
 - pretrained weights: random weights of the same architecture;
 - the federation: 2 clients (iid; LEAF: 2 natural users), all sampled, 1 round of 2 local steps
-  (with `fl.local_steps_min`: 1..2) at batch size min(B, 4) (B 0, the whole local set, stays);
-- evaluation: at the end only, on at most 8 training samples, in batches of 8;
+  (with `fl.local_steps_min`: 1..2) at batch size min(B, 2) (B 0, the whole local set, stays);
+- evaluation: at round 0 and at the end, on at most 4 training samples, in batches of 4;
 - checkpoints and loggers: none. The device is whatever this machine has (runtime.device auto).
 Everything else (algorithm, privacy, engine, precision, compile, CUDA graphs, image size,
 augmentation, dropout of clients) is the cell's own.

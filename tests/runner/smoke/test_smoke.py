@@ -14,8 +14,7 @@ import yaml
 from fedbench.config import DataConfig, load_run_config
 from fedbench.data import load_dataset
 from fedbench.errors import FedbenchError
-from fedbench.runner.smoke import smoke_config
-from fedbench.runner.smoke.cells import LOCAL_STEPS, MAX_BATCH
+from fedbench.runner.smoke.cells import LOCAL_STEPS, MAX_BATCH, smoke_config
 from fedbench.runner.smoke.coverage import covering, model_key, rule_key
 from fedbench.runner.smoke.data import N_TEST, N_TRAIN, smoke_data
 from fedbench.runner.smoke.run import SmokeOutcome, one_line
