@@ -1010,25 +1010,31 @@ def case_paths(ctx: Context) -> None:
 # --- concurrency -------------------------------------------------------------------------------
 
 
+def at_once(fb: Fedbench, commands: list[tuple[str, ...]], timeout: float) -> list[Result]:
+    """Start every `fedbench ARGS` command at the same time and wait for all of them."""
+    procs = [
+        subprocess.Popen(
+            fb.command(*args),
+            env=fb.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in commands
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=timeout)
+        results.append(Result(proc.returncode, out, err))
+    return results
+
+
 def case_concurrency(ctx: Context) -> None:
     fb, table = ctx.fb, str(ctx.table_yaml)
 
     def both(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[Result, Result]:
-        procs = [
-            subprocess.Popen(
-                fb.command(*args),
-                env=fb.env(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for args in (a, b)
-        ]
-        results = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=900)
-            results.append(Result(proc.returncode, out, err))
-        return results[0], results[1]
+        ra, rb = at_once(fb, [a, b], timeout=900)
+        return ra, rb
 
     out = ctx.folder("same-sweep")
     args = ("run", table, "--out", str(out), "--workers", "1")
@@ -1495,20 +1501,7 @@ def case_study(ctx: Context) -> None:
     for i in range(3):  # two tunes of one new study at once
         out = ctx.folder("two-tunes")
         args = ("tune", table, "--grid", "algorithm.lr=0.1", "--rounds", "1", "--out", str(out))
-        procs = [
-            subprocess.Popen(
-                fb.command(*args),
-                env=fb.env(),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            for _ in range(2)
-        ]
-        results = []
-        for proc in procs:
-            stdout, stderr = proc.communicate(timeout=600)
-            results.append(Result(proc.returncode, stdout, stderr))
+        results = at_once(fb, [args, args], timeout=600)
         problem = next((settled(r) for r in results if settled(r) is not None), None)
         ctx.tally.record(cat, f"two tunes of one new study at once ({i + 1})", problem)
     for kb in (64, 200):

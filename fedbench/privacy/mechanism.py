@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -53,6 +53,15 @@ VERIFY_SAMPLES = 3
 VERIFY_RTOL = 1e-3
 #: Offset mixed into the client key so that noise and batch draws are independent streams.
 NOISE_STREAM = 0x5DEECE66D
+
+
+@contextlib.contextmanager
+def _quiet_hooks() -> Iterator[None]:
+    """Opacus' backward hooks fire on the first layer too, whose input needs no gradient, and
+    torch warns about it at every step: silenced while they run."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+        yield
 
 
 def check_no_batchnorm(model: nn.Module, model_name: str, level: str = "sample") -> None:
@@ -234,8 +243,7 @@ class PrivateGradient:
                         f"{b} (it reshapes the batch)"
                     )
             ghost = torch.stack(per_layer).norm(2, dim=0)
-            with warnings.catch_warnings():  # the disabled hooks still warn when they fire
-                warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+            with _quiet_hooks():  # the disabled hooks still warn when they fire
                 exact = self._looped_norms(xs, ys).to(ghost.dtype)
         finally:
             for m in stateless:
@@ -286,8 +294,7 @@ class PrivateGradient:
         )
         # The hooks stay attached (re-attaching them costs as much as a small model's step)
         # but act only here. They also fire on the first layer, whose input needs no gradient.
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+        with _quiet_hooks():
             self._ghost.enable_hooks()
             try:
                 with context:

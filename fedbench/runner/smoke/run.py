@@ -50,23 +50,19 @@ def one_line(exc: BaseException) -> str:
 def train_cell(
     cell: SmokeCell, out: Path, save_model: bool = False
 ) -> tuple[bool, str | None, bool]:
-    """Train one smoke run into `out`: (completed, its one-line error, refused up front)."""
-    from fedbench.engine import train
-    from fedbench.engine.run_folder import RunFolder
-    from fedbench.errors import FedbenchError
+    """Train one smoke run into `out` through the launcher's `run_one` (never raises): whether
+    it completed, its error as one line, and whether it was refused up front (no summary
+    written: what a sweep calls unsupported)."""
+    from fedbench.runner.launcher import run_one
 
-    try:
-        result = train(cell.cfg, out, console=None, save_model=save_model)
-    except FedbenchError as exc:
-        # Refused before anything was written (no summary): what a sweep calls unsupported.
-        refused = RunFolder.for_config(out, cell.cfg).read_summary() is None
-        return False, one_line(exc), refused
-    except Exception as exc:  # a smoke check reports every failure as its one line
-        return False, one_line(exc), False
-    summary = result.summary
-    if summary.get("status") != "completed":
-        return False, f"{summary.get('status')}: {summary.get('error')}", False
-    return True, None, False
+    outcome = run_one(cell.cfg.to_dict(), str(out), save_model=save_model)
+    if outcome.status == "completed":
+        return True, None, False
+    lines = (outcome.error or "no detail").strip().splitlines()
+    error = lines[0][:400] if lines else "no detail"
+    if outcome.status == "unsupported":
+        return False, error, True
+    return False, error if outcome.status == "failed" else f"{outcome.status}: {error}", False
 
 
 def run_cells(
