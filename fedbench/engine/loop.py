@@ -24,7 +24,7 @@ from fedbench.engine.accelerate import (
     cuda_graphs_wanted,
     use_channels_last,
 )
-from fedbench.engine.aggregation import RoundResults, finish_round
+from fedbench.engine.aggregation import FiniteWatch, RoundResults, finish_round
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.checkpoint_state import checkpoint_problem
 from fedbench.engine.client import LocalTraining, run_client
@@ -118,6 +118,9 @@ class Engine:
         n_train = setup.data.n_train
         subset = train_subset_indices(n_train, self.cfg.eval.train_subset, self.cfg.seed)
         self.train_eval_idx = torch.as_tensor(subset, device=setup.device)
+        #: Whether every round's mean update was finite, kept on the device (read at evaluations
+        #: and checkpoints, so that a round itself never waits for the device).
+        self.watch = FiniteWatch()
         self.metrics_rows = 0
         self.elapsed_before = 0.0
         #: Where the final model goes (`--save-model`), written before the summary: a run is
@@ -314,7 +317,13 @@ class Engine:
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
         found = finish_round(
-            results, self.setup.algorithm, self.x, self.server, self.global_buffers, info
+            results,
+            self.setup.algorithm,
+            self.x,
+            self.server,
+            self.global_buffers,
+            info,
+            self.watch,
         )
         if results.client_dp is not None:
             self.server[CLIENT_DP_KEY]["clip"] = results.client_dp.new_clip
@@ -344,6 +353,7 @@ class Engine:
                 elapsed = self.elapsed_before + time.perf_counter() - t0
                 row = None
                 if evaluated:
+                    self.watch.check()
                     row = self._evaluate(done, lr, elapsed)
                     if not (
                         row["train_loss"] == row["train_loss"]
@@ -360,11 +370,12 @@ class Engine:
                     and done % cfg.runtime.checkpoint_every == 0
                     and done < rounds
                 ):
+                    self.watch.check()  # a checkpoint holds finite weights only
                     self._checkpoint(done, elapsed)
                 progress.advance(done, row)
         except DivergedError as exc:
             status, error = "diverged", str(exc)
-            diverged_round = r + 1
+            diverged_round = exc.round if exc.round is not None else r + 1
         finally:
             progress.close()
         wall = self.elapsed_before + time.perf_counter() - t0
