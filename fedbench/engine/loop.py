@@ -25,6 +25,7 @@ from fedbench.engine.accelerate import (
     use_channels_last,
 )
 from fedbench.engine.aggregation import FiniteWatch, RoundResults, finish_round
+from fedbench.engine.captured import CapturedStep, captured_unsupported
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.checkpoint_state import checkpoint_problem
 from fedbench.engine.client import LocalTraining, run_client
@@ -68,6 +69,9 @@ def rounds_to_target(rows: list[dict[str, Any]], target: float | None) -> int | 
 class Engine:
     """Runs one configured federation in a run folder, resuming from its checkpoint."""
 
+    #: The engine's name in summary.json and `fedbench bench` (runtime.engine's values).
+    name = "sequential"
+
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         self.setup = setup
         self.cfg: RunConfig = setup.cfg
@@ -90,14 +94,18 @@ class Engine:
             "v_spread": None,
             "local_step_ratio": None,
         }
-        self.forward: Callable[[Tensor], Tensor] = (
-            torch.compile(model) if runtime.compile else model
-        )
-        if cuda_graphs_wanted(self.cfg, setup.device):
-            self.forward = GraphedForward(model)
         plan = (
             setup.privacy if setup.privacy is not None and setup.privacy.level == "sample" else None
         )
+        #: What `runtime.compile` compiles: the whole client step where it can be captured,
+        #: else the model's forward (None: nothing compiled).
+        self.captured = self._captured_step(plan is not None) if runtime.compile else None
+        self.compiled = None if not runtime.compile else "step" if self.captured else "forward"
+        self.forward: Callable[[Tensor], Tensor] = (
+            torch.compile(model) if self.compiled == "forward" else model
+        )
+        if cuda_graphs_wanted(self.cfg, setup.device):
+            self.forward = GraphedForward(model)
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
             model=model,
@@ -113,6 +121,7 @@ class Engine:
             channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
+            captured=self.captured,
             **self._representation(model),
         )
         n_train = setup.data.n_train
@@ -126,6 +135,15 @@ class Engine:
         #: Where the final model goes (`--save-model`), written before the summary: a run is
         #: finished only with its model.pt in place, so a kill while writing it is resumed.
         self.model_file: Path | None = None
+
+    def _captured_step(self, private: bool) -> CapturedStep | None:
+        """The compiled whole client step, where the run allows one (fedbench.engine.captured)."""
+        s = self.setup
+        if captured_unsupported(s.algorithm, private) is not None:
+            return None
+        return CapturedStep(
+            s.model, s.algorithm, self.cfg.algorithm.grad_clip, self.autocast, s.device
+        )
 
     # --- state ----------------------------------------------------------------------------------
     def _load_global(self) -> None:
@@ -415,7 +433,10 @@ class Engine:
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
+            "engine": self.name,
             "dp_clipping": self.private.method if self.private is not None else None,
+            # runtime.compile: "step" (the whole client step, one graph), "forward", or None
+            "compiled": self.compiled,
             # what the accountant analysed; "accounting": exact | approximate | upper bound
             "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),

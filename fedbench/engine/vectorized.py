@@ -75,6 +75,8 @@ def clip_per_client_(grads: list[Tensor], max_norm: float | None) -> None:
 class VectorizedEngine(Engine):
     """Engine whose rounds train the sampled clients together (see the module docstring)."""
 
+    name = "vectorized"
+
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         super().__init__(setup, folder, console)
         model = setup.model
@@ -114,6 +116,11 @@ class VectorizedEngine(Engine):
         if self.cfg.runtime.compile:
             self.grad_fn = torch.compile(self.grad_fn)
             self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
+            self.compiled = "gradient"  # the vmapped gradient; the local rule runs eagerly
+
+    def _captured_step(self, private: bool) -> None:
+        """The sequential engine's compiled step does not apply: clients train stacked."""
+        return None
 
     def _orders(
         self, clients: list[int], info: RoundInfo

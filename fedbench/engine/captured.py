@@ -1,0 +1,149 @@
+"""The whole client step as one compiled function (`runtime.compile: true`, sequential engine).
+
+Forward, backward, gradient clipping and the algorithm's local rule are one function of tensors
+only, compiled once per run with `torch.compile(fullgraph=True)`:
+
+    step(y, buffers, local, xb, yb, k, lr, round) -> None     (y, buffers, local: in place)
+
+- The gradient is torch.func.grad of the loss through `functional_call` of the one resident
+  model on detached aliases of its parameters (so the update lands in the model), with the
+  model's BatchNorm statistics updated in place, as an eager step updates them.
+- The step scalars k, eta_{r,k} and r are 0-d float64 tensors on the device (`torch.full`, a
+  kernel argument: no copy from the host, no sync), so neither the compiled graph nor a CUDA
+  graph replaying it freezes them, and nothing recompiles from one step, round or lr schedule
+  value to the next. The local rules take them as `fedbench.algorithms.base.Scalar`
+  (`Algorithm.capturable_step`).
+- Batches are drawn, augmented and prepared outside the step (they consume the client's
+  generator in the eager order), so a captured run draws exactly the batches an eager run does.
+
+Used where `captured_unsupported` is None: a non-private run whose algorithm declares
+`capturable_step` and uses no gradient oracle of its own (two gradients per step), no
+representation term and no full-gradient pass; otherwise `runtime.compile` compiles the
+model's forward only, as before. The compiled step equals the eager one up to float rounding
+(tests/engine/test_captured.py: float64, dropout-free models; with dropout the compiled graph
+draws its own masks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, grad
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State
+
+
+def captured_unsupported(algorithm: Algorithm, private: bool) -> str | None:
+    """Why a run cannot compile its whole client step (None: it can)."""
+    name = type(algorithm).__name__
+    if private:
+        return "per-sample clipping (DP) is not captured"
+    if not algorithm.capturable_step:
+        return f"{name}'s local rule takes its step scalars as Python numbers"
+    if type(algorithm).local_step_with_oracle is not Algorithm.local_step_with_oracle:
+        return f"{name} computes several gradients per step"
+    if algorithm.uses_representation or algorithm.uses_full_gradient(algorithm.params):
+        return f"{name} adds a pass outside the step (representation or full gradient)"
+    return None
+
+
+def fixed_for_the_run(guards: list[Any]) -> list[bool]:
+    """Keep the guards on the step's arguments, drop those on the CapturedStep itself.
+
+    Every call of a compiled function first checks its guards; a model's module tree and the
+    algorithm's hyperparameters are hundreds of them (measured on the CPU: 394 us of a 4 ms
+    step for the 2-layer cnn), yet they cannot change within a run: the model, its mode
+    (training), its frozen weights, the algorithm, the clip and the precision are fixed when
+    the step is built. The guards on the arguments (tensor shapes and dtypes, the local state's
+    structure, RoundInfo's integers) stay, so a new batch shape or K_i still recompiles."""
+    return [not guard.name.startswith("L['self']") for guard in guards]
+
+
+class CapturedStep:
+    """One local step of the resident model as one compiled function (module docstring)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        algorithm: Algorithm,
+        grad_clip: float | None,
+        autocast: torch.dtype | None,
+        device: torch.device,
+        compile_fn: Callable[..., Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.algorithm = algorithm
+        self.grad_clip = grad_clip
+        self.autocast = autocast
+        self.device = device
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        self.names = [n for n, _ in named]
+        #: Aliases of the trainable parameters: updated in place, the model's weights change.
+        self.y = [p.detach() for _, p in named]
+        in_state = set(model.state_dict())
+        buffers = [(n, b) for n, b in model.named_buffers() if n in in_state]
+        self.buffer_names = [n for n, _ in buffers]
+        self.buffers = [b for _, b in buffers]
+        self.constants = {
+            **{n: p.detach() for n, p in model.named_parameters() if not p.requires_grad},
+            **{n: b for n, b in model.named_buffers() if n not in in_state},
+        }
+        # dynamic=None: a second batch shape (a client's last, smaller batch) recompiles once
+        # with a dynamic batch dimension instead of once per shape.
+        compile_fn = compile_fn or (
+            lambda fn: torch.compile(
+                fn, fullgraph=True, options={"guard_filter_fn": fixed_for_the_run}
+            )
+        )
+        self.step = compile_fn(self.eager_step)
+
+    def _loss(
+        self, params: dict[str, Tensor], buffers: dict[str, Tensor], xb: Tensor, yb: Tensor
+    ) -> Tensor:
+        logits = functional_call(self.model, (params, buffers, self.constants), (xb,))
+        return nn.functional.cross_entropy(logits, yb)
+
+    def eager_step(
+        self,
+        y: list[Tensor],
+        buffers: list[Tensor],
+        local: State,
+        xb: Tensor,
+        yb: Tensor,
+        k: Tensor,
+        info: RoundInfo,
+    ) -> None:
+        """The step itself (what is compiled): gradient at y, clipped, then the local rule."""
+        cast = (
+            torch.autocast(self.device.type, dtype=self.autocast, cache_enabled=False)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
+        params = dict(zip(self.names, y, strict=True))
+        with cast:
+            found = grad(self._loss)(
+                params, dict(zip(self.buffer_names, buffers, strict=True)), xb, yb
+            )
+        g = [found[name] for name in self.names]
+        if self.grad_clip is not None:
+            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g)))
+            torch._foreach_mul_(g, torch.clamp(self.grad_clip / total, max=1.0))
+        with torch.no_grad():
+            self.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
+
+    def scalar(self, value: float) -> Tensor:
+        """A step scalar as a 0-d float64 device tensor (a fill kernel: no host copy)."""
+        return torch.full((), value, dtype=torch.float64, device=self.device)
+
+    def __call__(self, local: State, xb: Tensor, yb: Tensor, k: int, info: RoundInfo) -> None:
+        """Local step k (1-based) of the client whose state is `local`, with `info` the step's
+        own RoundInfo (`RoundInfo.at_step(k)`: its lr is eta_{r,k})."""
+        tensor_info = dataclasses.replace(
+            info, lr=self.scalar(info.lr), round=self.scalar(info.round)
+        )
+        self.step(self.y, self.buffers, local, xb, yb, self.scalar(k), tensor_info)
