@@ -197,3 +197,96 @@ def test_what_is_compiled_when_the_step_cannot_be() -> None:
 def test_a_compile_run_of_an_uncapturable_rule_compiles_the_forward(tmp_path: Path) -> None:
     engine = _engine(["algorithm.name=mimelite", "runtime.compile=true"], tmp_path, torch.float32)
     assert engine.compiled == "forward" and engine.local_training.captured is None
+
+
+def _vectorized(items: list[str], tmp: Path) -> Engine:
+    from fedbench.engine.vectorized import VectorizedEngine
+
+    eager = _engine(items, tmp)  # the float64 setup; its engine is not used
+    return VectorizedEngine(eager.setup, RunFolder(tmp / "v"), None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "items", [["algorithm.name=fedadamw", "algorithm.eps=1e-3"], ["algorithm.name=scaffold",
+              "batchnorm"]], ids=["fedadamw", "scaffold-batchnorm"],
+)  # fmt: skip
+def test_the_compiled_vectorised_step_trains_like_the_eager_one(
+    items: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vectorised engine's stacked step (vmap over clients, per-client clipping, the rule
+    on stacked tensors) as one graph: 0 breaks, and the run equals the eager vectorised one in
+    float64 (traced through AOTAutograd, run eagerly: the capture, not inductor's kernels)."""
+    compile_fn = torch.compile
+    monkeypatch.setattr(
+        torch, "compile", lambda fn, **kw: compile_fn(fn, backend="aot_eager", **kw)
+    )
+    eager = _vectorized(items, tmp_path / "e")
+    compiled = _vectorized([*items, "runtime.compile=true"], tmp_path / "c")
+    assert eager.compiled is None and compiled.compiled == "step" and compiled.tensor_scalars
+    _rounds(eager)
+    _rounds(compiled)
+    for a, b in zip(
+        eager.x + eager.global_buffers, compiled.x + compiled.global_buffers, strict=True
+    ):
+        torch.testing.assert_close(b, a, atol=1e-10, rtol=1e-10)
+
+
+def test_the_vectorised_step_of_a_paper_model_is_one_graph(tmp_path: Path) -> None:
+    """ResNet-18 with BatchNorm, stacked over 2 clients: vmap's BatchNorm rule, the per-client
+    clipping and FedAdamW's rule trace as one graph."""
+    engine = _vectorized(["algorithm.name=fedadamw", "model.name=resnet18", "model.norm=bn"],
+                         tmp_path)  # fmt: skip
+    n, x = 2, engine.x
+    y = [t.unsqueeze(0).repeat(n, *([1] * t.ndim)) for t in x]
+    buffers = {
+        name: b.unsqueeze(0).repeat(n, *([1] * b.ndim))
+        for name, b in zip(engine.buffer_names, engine.global_buffers, strict=True)
+    }
+    info = RoundInfo(1, 0.01, 3, 6, 2)
+    from fedbench.engine.client_state import stack_states
+
+    alg = engine.setup.algorithm
+    local = stack_states([alg.client_begin(x, engine.server, None, info) for _ in range(n)])
+    xb = torch.randn(n, 4, 1, 8, 8, dtype=torch.float64)
+    yb = torch.randint(0, 10, (n, 4))
+    scalar = engine._scalar
+    tensors = dataclasses.replace(info, lr=scalar(0.01), round=scalar(1))
+    explained = torch._dynamo.explain(engine._stacked_step)(
+        y, buffers, local, xb, yb, None, scalar(1), tensors
+    )
+    assert explained.graph_break_count == 0, _reasons(explained)
+
+
+@pytest.mark.slow
+def test_a_second_run_in_the_process_gets_its_own_graph(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs of a sweep train one after the other in one process, with the same shapes and other
+    hyperparameters: the second must not replay the first's graph (coupled decay instead of
+    decoupled, baked in), although the guards on the step's owner are dropped
+    (compile_per_owner)."""
+    compile_fn = torch.compile
+    monkeypatch.setattr(
+        torch, "compile", lambda fn, **kw: compile_fn(fn, backend="aot_eager", **kw)
+    )
+    first = ["algorithm.name=fedadamw", "algorithm.alpha=0.5", "algorithm.weight_decay=0.01"]
+    second = ["algorithm.name=fedadamw", "algorithm.decoupled=false", "algorithm.weight_decay=0.5"]
+    _rounds(_engine([*first, "runtime.compile=true"], tmp_path / "a"))
+    compiled = _engine([*second, "runtime.compile=true"], tmp_path / "b")
+    eager = _engine(second, tmp_path / "e")
+    _rounds(compiled)
+    _rounds(eager)
+    for a, b in zip(eager.x, compiled.x, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-10, rtol=1e-10)
+
+
+def test_the_guard_filter_drops_the_owner_only() -> None:
+    from types import SimpleNamespace
+
+    from fedbench.engine.captured import fixed_for_the_run
+
+    names = ["self", "self.algorithm.params.beta1", "self.constants['w']", "y", "info.lr",
+             "local['m'][0]", "selfish", ""]  # fmt: skip
+    kept = fixed_for_the_run([SimpleNamespace(name=n) for n in names])
+    assert kept == [False, False, False, True, True, True, True, True]
