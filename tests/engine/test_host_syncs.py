@@ -112,17 +112,21 @@ def test_diagnostic_rounds_may_read_their_statistics_back() -> None:
 
 
 @pytest.mark.cuda
-def test_a_cuda_round_never_waits_for_the_device() -> None:
-    """On a GPU, copies to the host count too: CUDA's sync debug mode raises on any sync."""
-    cfg = load_run_config(
-        None,
-        [
-            *BASE[:-2],
-            "runtime.device=cuda",
-            "runtime.checkpoint_every=0",
-            "algorithm.name=fedadamw",
-        ],
-    )
+@pytest.mark.parametrize(
+    "runtime",
+    [
+        ["runtime.engine=sequential"],
+        ["runtime.engine=sequential", "runtime.precision=bf16", "runtime.cuda_graphs=on"],
+        ["runtime.engine=sequential", "runtime.compile=true"],
+        ["runtime.engine=vectorized", "runtime.compile=true"],
+    ],
+    ids=["sequential", "bf16-graphs", "compiled-step", "compiled-vectorized"],
+)
+def test_a_cuda_round_never_waits_for_the_device(runtime: list[str]) -> None:
+    """On a GPU, copies to the host count too: CUDA's sync debug mode raises on any sync
+    (after a warm-up round, which captures graphs and compiles)."""
+    items = [*BASE[:-2], "runtime.device=cuda", "runtime.checkpoint_every=0", *runtime]
+    cfg = load_run_config(None, [*items, "algorithm.name=fedadamw"])
     setup = prepare_run(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         engine = select_engine(setup, RunFolder(Path(tmp)), None)
