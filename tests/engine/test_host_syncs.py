@@ -77,8 +77,18 @@ def test_a_round_reads_nothing_back(algorithm: str, engine: str) -> None:
         # system heterogeneity (K_i per client) and dropout
         ["fl.local_steps_min=1", "fl.dropout=0.3", "algorithm.name=fednova"],
         ["algorithm.grad_clip=0.5", "runtime.precision=bf16"],
+        # FedAdamW's per-head / per-row blocks of a ViT: block means and their expansion
+        ["model.name=vit_nano", "data.image_size=8"],
+        ["model.name=vit_nano", "data.image_size=8", "algorithm.blocks=module"],
     ],
-    ids=["batchnorm-weighted", "local-schedule", "heterogeneous", "clip-bf16"],
+    ids=[
+        "batchnorm-weighted",
+        "local-schedule",
+        "heterogeneous",
+        "clip-bf16",
+        "vit-hessian-blocks",
+        "vit-module-blocks",
+    ],
 )
 @pytest.mark.parametrize("engine", ["sequential", "vectorized"])
 def test_round_variants_read_nothing_back(items: list[str], engine: str) -> None:
