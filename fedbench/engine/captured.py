@@ -80,9 +80,10 @@ def compile_per_owner(method: Callable[..., Any], dynamic: bool | None = None) -
     own = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__,
                              func.__closure__)  # fmt: skip
     bound = types.MethodType(own, method.__self__)  # type: ignore[attr-defined]
-    return torch.compile(
-        bound, fullgraph=True, dynamic=dynamic, options={"guard_filter_fn": fixed_for_the_run}
-    )
+    # guard_filter_fn arrived with torch 2.8 (with these helpers); before it, all guards stay.
+    filtering = hasattr(torch.compiler, "skip_guard_on_all_nn_modules_unsafe")
+    options = {"guard_filter_fn": fixed_for_the_run} if filtering else None
+    return torch.compile(bound, fullgraph=True, dynamic=dynamic, options=options)
 
 
 class CapturedStep:
