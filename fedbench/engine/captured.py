@@ -86,6 +86,36 @@ def compile_per_owner(method: Callable[..., Any], dynamic: bool | None = None) -
     return torch.compile(bound, fullgraph=True, dynamic=dynamic, options=options)
 
 
+class CompiledOrEager:
+    """A compiled step that falls back, for good, to its eager twin when compiling fails.
+
+    Compiling happens before the graph runs, so a failed compile has changed nothing and the
+    eager twin (the same function: exact to rounding) takes the same call. Seen on the CPU with
+    torch 2.14: inductor's C++ loop fusion fails (KeyError in `try_outer_loop_fusion_with_
+    local_buf`) on the vectorised step of the digits CNN with padded batches. `fallback` says
+    why (None while compiled); `on_fallback` hears it once."""
+
+    def __init__(
+        self,
+        compiled: Callable[..., Any],
+        eager: Callable[..., Any],
+        on_fallback: Callable[[str], None] | None = None,
+    ) -> None:
+        self.compiled, self.eager, self.on_fallback = compiled, eager, on_fallback
+        self.fallback: str | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fallback is None:
+            try:
+                return self.compiled(*args)
+            except torch._dynamo.exc.TorchDynamoException as exc:
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
+                self.fallback = f"compiling the step failed ({type(exc).__name__}: {first})"
+                if self.on_fallback is not None:
+                    self.on_fallback(self.fallback)
+        return self.eager(*args)
+
+
 class CapturedStep:
     """One local step of the resident model as one compiled function (module docstring)."""
 
@@ -117,7 +147,8 @@ class CapturedStep:
         }
         # dynamic=None: a second batch shape (a client's last, smaller batch) recompiles once
         # with a dynamic batch dimension instead of once per shape.
-        self.step = (compile_fn or compile_per_owner)(self.eager_step)
+        self.step = CompiledOrEager((compile_fn or compile_per_owner)(self.eager_step),
+                                    self.eager_step)  # fmt: skip
 
     def _loss(
         self, params: dict[str, Tensor], buffers: dict[str, Tensor], xb: Tensor, yb: Tensor

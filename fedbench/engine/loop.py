@@ -101,6 +101,8 @@ class Engine:
         #: else the model's forward (None: nothing compiled).
         self.captured = self._captured_step(plan is not None) if runtime.compile else None
         self.compiled = None if not runtime.compile else "step" if self.captured else "forward"
+        #: Why a compiled whole step fell back to its eager form (CompiledOrEager), if it did.
+        self.compile_fallback: str | None = None
         self.forward: Callable[[Tensor], Tensor] = (
             torch.compile(model) if self.compiled == "forward" else model
         )
@@ -399,12 +401,23 @@ class Engine:
         wall = self.elapsed_before + time.perf_counter() - t0
         return self._summary(status, error, diverged_round, wall)
 
+    def _compile_fallback(self) -> str | None:
+        """Why the compiled whole step fell back to eager, if it did (sequential or vectorised)."""
+        if self.captured is not None and self.captured.step.fallback is not None:
+            return self.captured.step.fallback
+        return self.compile_fallback
+
     def _note_clipping(self) -> None:
         """Say once (after the first round, where the method is checked) when a sample-DP run
         falls back from ghost clipping to vmap (fedbench.privacy.mechanism)."""
         private = self.private
         if private is not None and private.fallback is not None and self.console is not None:
             self.console.print(f"note: {private.fallback}", highlight=False, soft_wrap=True)
+        fallback = self._compile_fallback()
+        if fallback is not None and self.console is not None:
+            self.console.print(
+                f"note: {fallback}; the step runs eagerly", highlight=False, soft_wrap=True
+            )
 
     def _summary(
         self, status: str, error: str | None, diverged_round: int | None, wall: float
@@ -435,8 +448,10 @@ class Engine:
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "engine": self.name,
             "dp_clipping": self.private.method if self.private is not None else None,
-            # runtime.compile: "step" (the whole client step, one graph), "forward", or None
+            # runtime.compile: "step" (the whole client step, one graph), "forward", "gradient"
+            # (the vectorised engine's gradient alone), or None; and why a step fell back
             "compiled": self.compiled,
+            "compile_fallback": self._compile_fallback(),
             # what the accountant analysed; "accounting": exact | approximate | upper bound
             "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),

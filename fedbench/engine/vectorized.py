@@ -41,7 +41,7 @@ from fedbench.algorithms.base import RoundInfo, Scalar, State
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import batchnorm_in_float32
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
-from fedbench.engine.captured import captured_unsupported, compile_per_owner
+from fedbench.engine.captured import CompiledOrEager, captured_unsupported, compile_per_owner
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
@@ -124,13 +124,24 @@ class VectorizedEngine(Engine):
             if captured_unsupported(setup.algorithm, private=False) is None:
                 # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
                 # run are few (clients train in groups of one batch width, chunks of one size).
-                self.step = compile_per_owner(self._stacked_step, dynamic=False)
+                self.step = CompiledOrEager(
+                    compile_per_owner(self._stacked_step, dynamic=False),
+                    self._stacked_step,
+                    self._compile_gradient_only,
+                )
                 self.tensor_scalars = True
                 self.compiled = "step"
             else:
-                self.grad_fn = torch.compile(self.grad_fn)
-                self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
-                self.compiled = "gradient"  # the vmapped gradient; the local rule runs eagerly
+                self._compile_gradient_only()
+
+    def _compile_gradient_only(self, why: str | None = None) -> None:
+        """Compile the vmapped gradient alone; the stacked step around it runs eagerly (where
+        the rule is not capturable, or after compiling the whole step failed: `why`)."""
+        self.grad_fn = torch.compile(self.grad_fn)
+        self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
+        self.compiled = "gradient"
+        if why is not None:
+            self.compile_fallback = why
 
     def _stacked_step(
         self,

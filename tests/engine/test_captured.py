@@ -320,3 +320,40 @@ def test_the_compiled_step_trains_under_bf16_autocast(
     den = sum(float((a - s).norm() ** 2) for a, s in zip(reference.x, start, strict=True))
     assert all(bool(torch.isfinite(t).all()) for t in engine_under_test.x)
     assert den > 0 and num / den < 0.05  # bf16 moved the weights as fp32 did, to 5% of the step
+
+
+class BackendFailed(torch._dynamo.exc.TorchDynamoException):
+    """What dynamo raises when a backend (inductor) fails, without its version's signature."""
+
+
+def test_a_failed_compile_falls_back_to_the_eager_step_for_good() -> None:
+    """Compiling fails before the graph runs: the eager twin takes the same call, and every
+    later one; the reason is kept (summary.json's compile_fallback) and told once."""
+    from fedbench.engine.captured import CompiledOrEager
+
+    calls: list[str] = []
+    heard: list[str] = []
+
+    def compiled(x: int) -> int:
+        calls.append("compiled")
+        raise BackendFailed("KeyError: 'buf78'")
+
+    def eager(x: int) -> int:
+        calls.append("eager")
+        return x + 1
+
+    step = CompiledOrEager(compiled, eager, heard.append)
+    assert step(1) == 2 and step(2) == 3
+    assert calls == ["compiled", "eager", "eager"]
+    assert step.fallback is not None and "BackendFailed: KeyError: 'buf78'" in step.fallback
+    assert heard == [step.fallback]
+
+
+def test_other_errors_are_not_swallowed() -> None:
+    from fedbench.engine.captured import CompiledOrEager
+
+    def compiled(x: int) -> int:
+        raise ValueError("a bug in the step itself")
+
+    with pytest.raises(ValueError):
+        CompiledOrEager(compiled, lambda x: x)(1)
