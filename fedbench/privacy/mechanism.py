@@ -44,6 +44,10 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from fedbench.errors import FedbenchError
+from fedbench.privacy.book_keeping import BookKeeper, bk_supported
+
+#: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at the first batch).
+Method = Literal["auto", "bk", "ghost", "vmap"]
 
 #: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
 PER_SAMPLE_BYTES = 256 * 2**20
@@ -90,6 +94,23 @@ def clip_factors(norms: Tensor, clip: float) -> Tensor:
     return torch.clamp(clip / (norms + 1e-12), max=1.0)
 
 
+def _norms(grads: list[list[Tensor]]) -> Tensor:
+    """(B,) norms of per-sample gradients given as one list of tensors per sample."""
+    return torch.stack(
+        [torch.linalg.vector_norm(torch.cat([g.flatten() for g in sample])) for sample in grads]
+    )
+
+
+def _norm_mismatch(got: Tensor, exact: Tensor) -> str | None:
+    """Why per-sample norms `got` are not the `exact` ones (to VERIFY_RTOL), or None."""
+    if torch.allclose(got, exact, rtol=VERIFY_RTOL, atol=1e-6 * float(exact.max())):
+        return None
+    return (
+        f"its per-sample norms differ from the exact ones ({got.tolist()} vs "
+        f"{exact.tolist()} on the first samples)"
+    )
+
+
 def _full_precision(logits: Tensor) -> Tensor:
     """Logits for the loss: float32 when autocast produced half precision, else as they are."""
     return logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
@@ -108,6 +129,17 @@ def ghost_supported(model: nn.Module) -> bool:
     )
 
 
+def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
+    """The method `auto` tries first for `model` (the first batch's check may still fall back
+    to vmap): bk where it has a rule for every trainable layer, else ghost where Opacus has one,
+    else vmap."""
+    if bk_supported(model):
+        return "bk"
+    if ghost_supported(model):
+        return "ghost"
+    return "vmap"
+
+
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
@@ -124,7 +156,7 @@ class PrivateGradient:
         clip: float,
         batch_size: int,
         autocast: torch.dtype | None = None,
-        method: Literal["auto", "ghost", "vmap"] = "auto",
+        method: Method = "auto",
     ) -> None:
         by_id = {id(p): name for name, p in model.named_parameters()}
         self.names = [by_id[id(p)] for p in params]
@@ -138,15 +170,18 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
-        #: Ghost clipping still to be checked at the first batch (auto, or asked for).
+        #: bk or ghost clipping still to be checked at the first batch (auto, or asked for).
         self._unverified = method != "vmap"
-        self._strict = method == "ghost"
-        #: Why ghost clipping was not used for a model with ghost rules (None otherwise).
+        self._strict = method in ("bk", "ghost")
+        #: Why bk or ghost clipping was not used for a model with their rules (None otherwise).
         self.fallback: str | None = None
         if method == "auto":
-            method = "ghost" if ghost_supported(model) else "vmap"
-            self._unverified = method == "ghost"
-        self.method = method
+            method = auto_method(model)
+            self._unverified = method != "vmap"
+        self.method: Method = method
+        self._bk: BookKeeper | None = None
+        if method == "bk":
+            self._bk = BookKeeper(model, params)
         self._ghost = None
         if method == "ghost":
             from opacus.grad_sample import GradSampleModuleFastGradientClipping
@@ -210,7 +245,9 @@ class PrivateGradient:
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """sum_j clip(g_j), never a Python loop over samples."""
         if self._unverified and x.shape[0] > 0:
-            self._verify_ghost(x, y)
+            self._verify_exact(x, y)
+        if self._bk is not None:
+            return self._bk_clipped_sum(x, y)
         if self._ghost is not None:
             return self._ghost_clipped_sum(x, y)
         return self._vmap_clipped_sum(x, y)
@@ -222,19 +259,7 @@ class PrivateGradient:
         assert self._ghost is not None
         b = min(VERIFY_SAMPLES, x.shape[0])
         xs, ys = x[:b], y[:b]
-        # No dropout, so that both methods see the same function: the modules without trainable
-        # parameters of their own (dropout, drop-path, attention) go to eval mode; the layers
-        # with parameters stay in train mode, where Opacus' hooks record their activations.
-        stateless = [
-            m
-            for m in self.model.modules()
-            if m.training and next(m.parameters(recurse=False), None) is None
-        ]
-        autocast = self.autocast
-        for m in stateless:
-            m.training = False
-        self.autocast = None  # and the same precision
-        try:
+        with self._exact_conditions():
             per_layer = self._ghost_norms(xs, ys, cast=False)[1]
             for name, norms in zip(self.names, per_layer, strict=True):
                 if norms.shape != (b,):
@@ -243,45 +268,124 @@ class PrivateGradient:
                         f"{b} (it reshapes the batch)"
                     )
             ghost = torch.stack(per_layer).norm(2, dim=0)
-            with _quiet_hooks():  # the disabled hooks still warn when they fire
-                exact = self._looped_norms(xs, ys).to(ghost.dtype)
+            exact = _norms(self._looped_grads(xs, ys)).to(ghost.dtype)
+        return _norm_mismatch(ghost, exact)
+
+    def bk_mismatch(self, x: Tensor, y: Tensor) -> str | None:
+        """Why book-keeping clipping is not exact for this model on (the first samples of) this
+        batch, or None when it is: a trainable layer that runs twice in a forward pass or on
+        other rows than the batch's, per-sample norms that differ from the exact ones, or
+        per-sample gradients (BK's weighted sum with weights e_j) that differ from sample j's
+        own gradient (one backward pass per sample)."""
+        assert self._bk is not None
+        b = min(VERIFY_SAMPLES, x.shape[0])
+        xs, ys = x[:b], y[:b]
+        with self._exact_conditions():
+            with self._bk.recording():
+                out = self.model(xs)
+            why = self._bk.problem(b)
+            if why is not None:
+                self._bk.clear()
+                return why
+            losses = nn.functional.cross_entropy(_full_precision(out), ys, reduction="none")
+            per_layer = self._bk.backward(losses.sum())
+            exact = self._looped_grads(xs, ys)
+        norms = self._bk.norms(per_layer, b, exact[0][0])
+        exact_norms = _norms(exact).to(norms.dtype)
+        why = _norm_mismatch(norms, exact_norms)
+        if why is not None:
+            return why
+        for j in range(b):
+            one_hot = torch.zeros(b, device=norms.device, dtype=norms.dtype)
+            one_hot[j] = 1
+            got = torch.cat([g.flatten() for g in self._bk.weighted_sums(per_layer, one_hot)])
+            want = torch.cat([g.flatten() for g in exact[j]]).to(got.dtype)
+            error = float(torch.linalg.vector_norm(got - want))
+            if error > VERIFY_RTOL * float(torch.linalg.vector_norm(want)) + 1e-6 * float(
+                exact_norms.max()
+            ):
+                return (
+                    f"its per-sample gradient of sample {j} differs from the exact one (by "
+                    f"{error:.3g} in norm, against a norm of {float(exact_norms[j]):.3g})"
+                )
+        return None
+
+    @contextlib.contextmanager
+    def _exact_conditions(self) -> Iterator[None]:
+        """No dropout, so that the method checked and the reference see the same function: the
+        modules without trainable parameters of their own (dropout, drop-path, attention) go to
+        eval mode; the layers with parameters stay in train mode, where the hooks record their
+        activations. And the same precision: no autocast."""
+        stateless = [
+            m
+            for m in self.model.modules()
+            if m.training and next(m.parameters(recurse=False), None) is None
+        ]
+        autocast = self.autocast
+        for m in stateless:
+            m.training = False
+        self.autocast = None
+        try:
+            yield
         finally:
             for m in stateless:
                 m.training = True
             self.autocast = autocast
-        if not torch.allclose(ghost, exact, rtol=VERIFY_RTOL, atol=1e-6 * float(exact.max())):
-            return (
-                f"its per-sample norms differ from the exact ones ({ghost.tolist()} vs "
-                f"{exact.tolist()} on the first samples)"
-            )
-        return None
 
-    def _looped_norms(self, x: Tensor, y: Tensor) -> Tensor:
-        """Per-sample gradient norms by one backward pass per sample: the reference of the
-        check, exact for any model (no vmap, which cannot trace every model, e.g. RoBERTa's
-        attention mask), and cheap for the few samples checked."""
-        assert self._ghost is not None
-        norms = []
-        for j in range(x.shape[0]):
-            out = self._ghost._module(x[j : j + 1])  # the wrapped model: no hooks involved
-            loss = nn.functional.cross_entropy(_full_precision(out), y[j : j + 1])
-            grads = torch.autograd.grad(loss, self.params)
-            norms.append(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])))
-        return torch.stack(norms)
+    def _looped_grads(self, x: Tensor, y: Tensor) -> list[list[Tensor]]:
+        """Per-sample gradients by one backward pass per sample: the reference of the checks,
+        exact for any model (no vmap, which cannot trace every model, e.g. RoBERTa's attention
+        mask), and cheap for the few samples checked."""
+        grads = []
+        with _quiet_hooks():  # disabled Opacus hooks still warn when they fire
+            for j in range(x.shape[0]):
+                out = self.model(x[j : j + 1])  # hooks (Opacus' or BK's) are inactive here
+                loss = nn.functional.cross_entropy(_full_precision(out), y[j : j + 1])
+                grads.append(list(torch.autograd.grad(loss, self.params)))
+        return grads
 
-    def _verify_ghost(self, x: Tensor, y: Tensor) -> None:
-        """Keep ghost clipping only where `ghost_mismatch` finds it exact (module docstring)."""
+    def _verify_exact(self, x: Tensor, y: Tensor) -> None:
+        """Keep bk or ghost clipping only where `bk_mismatch` / `ghost_mismatch` finds it exact
+        (module docstring); else vmap, or an error where the method was asked for."""
         self._unverified = False
-        why = self.ghost_mismatch(x, y)
+        if self._bk is not None:
+            why, name = self.bk_mismatch(x, y), "book-keeping"
+        else:
+            why, name = self.ghost_mismatch(x, y), "ghost"
         if why is None:
             return
         if self._strict:
-            raise FedbenchError(f"ghost clipping is not exact for this model: {why}; use vmap")
-        assert self._ghost is not None
-        self._ghost.remove_hooks()
-        self._ghost = None
+            raise FedbenchError(f"{name} clipping is not exact for this model: {why}; use vmap")
+        if self._bk is not None:
+            self._bk.remove()
+            self._bk = None
+        if self._ghost is not None:
+            self._ghost.remove_hooks()
+            self._ghost = None
         self.method = "vmap"
-        self.fallback = f"ghost clipping is not exact for this model ({why}); using vmap"
+        self.fallback = f"{name} clipping is not exact for this model ({why}); using vmap"
+
+    def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """One forward and one backward pass: each layer's per-sample norms, then its clipped
+        sum sum_j c_j g_j formed from its recorded input and output gradient (book_keeping)."""
+        assert self._bk is not None
+        if x.shape[0] == 0:
+            return [torch.zeros_like(p) for p in self.params]
+        context = (
+            torch.autocast(x.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
+        with self._bk.recording(), context:
+            out = self.model(x)
+        why = self._bk.problem(x.shape[0])
+        if why is not None:
+            self._bk.clear()
+            raise FedbenchError(f"book-keeping clipping is not exact for this batch: {why}")
+        losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
+        per_layer = self._bk.backward(losses.sum())
+        norms = self._bk.norms(per_layer, x.shape[0], self.params[0])
+        return self._bk.weighted_sums(per_layer, clip_factors(norms, self.clip))
 
     def _ghost_norms(self, x: Tensor, y: Tensor, cast: bool = True) -> tuple[Tensor, list[Tensor]]:
         """The per-sample losses (graph kept) and each parameter's per-sample gradient norms

@@ -1,0 +1,326 @@
+"""Book-keeping (BK) clipping: sum_j clip(g_j) in one forward and one backward pass.
+
+Bu, Wang, Zha, Karypis (2023), "Differentially private optimization on large model at small
+cost" (ICML), Sec. 3-4. Every trainable layer of the supported kinds computes out = f(a; W), and
+the per-sample gradient of its weight is a function of the layer's input a_j and the gradient
+of sample j's loss with respect to its output, g_j = d loss_j / d out_j:
+
+    Linear (input B x [T x] d_in, also peft LoRA's inner nn.Linear)   grad_j = g_j^T a_j
+    Conv2d (a_j unfolded: in*k*k x L positions)                      grad_j = g_j a_j^T
+    GroupNorm / LayerNorm (a_hat: a normalised, without affine)      grad_j = sum_pos g_j * a_hat_j
+    Embedding (token ids)                                             grad_j = sum_t e_{id_t} g_t^T
+    bias of any of them                                               grad_j = sum_pos g_j
+
+One forward pass records a (forward hooks) and the gradient edge of each layer's output; one
+backward pass of sum_j loss_j computes every g (and no parameter gradient). Per layer, the
+per-sample norms come from the "ghost norm" ||g_j^T a_j||^2 = <a_j a_j^T, g_j g_j^T> (two T x T
+Gram matrices) or from the materialised per-sample gradient, whichever is cheaper (Bu et al.'s
+mixed ghost norm, as fedbench.privacy.conv_norms for ghost clipping). With c_j = min(1, C/||g_j||)
+the clipped sum of each layer is then formed directly ("book-keeping"): sum_j c_j g_j^T a_j is
+one matmul over the batch (or a weighted sum of the materialised gradients), instead of ghost
+clipping's second backward pass of sum_j c_j loss_j.
+
+Like ghost norms, this assumes that each trainable layer runs once per forward on the batch as
+its first dimension; PrivateGradient checks it at the first batch (the per-sample gradients of
+the first samples against one backward pass per sample) and falls back to vmap otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+from torch.autograd.graph import GradientEdge, get_gradient_edge
+
+from fedbench.errors import FedbenchError
+
+#: Module types with a book-keeping rule (for their own trainable parameters).
+BK_LAYERS: tuple[type[nn.Module], ...] = (
+    nn.Linear,
+    nn.Conv2d,
+    nn.GroupNorm,
+    nn.LayerNorm,
+    nn.Embedding,
+)
+
+
+def use_ghost_norm(positions: int, out_features: int, in_features: int) -> bool:
+    """Bu et al.'s criterion: the two T x T Gram matrices (2 T^2 entries per sample) are no larger
+    than the per-sample weight gradient (out x in entries)."""
+    return 2 * positions * positions <= out_features * in_features
+
+
+def _layer_problem(name: str, module: nn.Module) -> str | None:
+    """Why `module` (which holds trainable parameters) has no exact BK rule, or None."""
+    kind = type(module).__name__
+    if type(module) not in BK_LAYERS:
+        return f"layer {name} ({kind}) has no book-keeping rule"
+    if isinstance(module, nn.Conv2d) and (
+        module.groups != 1 or module.padding_mode != "zeros" or isinstance(module.padding, str)
+    ):
+        return f"layer {name} (Conv2d with groups, padding mode or string padding) has no rule"
+    if isinstance(module, nn.Embedding) and (
+        module.max_norm is not None or module.scale_grad_by_freq
+    ):
+        return f"layer {name} (Embedding with max_norm or scale_grad_by_freq) has no rule"
+    return None
+
+
+def bk_problem(model: nn.Module) -> str | None:
+    """Why book-keeping clipping cannot run `model` (a module with trainable parameters of its
+    own that is not a supported layer, or a trainable parameter shared by two modules), or None
+    when every trainable parameter belongs to one supported layer."""
+    owner: dict[int, str] = {}
+    for name, module in model.named_modules():
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if not own:
+            continue
+        problem = _layer_problem(name or "(root)", module)
+        if problem is not None:
+            return problem
+        for p in own:
+            if id(p) in owner:
+                return f"a parameter of layer {name} is shared with layer {owner[id(p)]}"
+            owner[id(p)] = name
+    return None
+
+
+def bk_supported(model: nn.Module) -> bool:
+    """True when `bk_problem` finds none."""
+    return bk_problem(model) is None
+
+
+@dataclass
+class _Record:
+    """One layer's input and output-gradient edge from one forward pass."""
+
+    activation: Tensor
+    edge: GradientEdge
+    #: The output's shape (its gradient is zero where the output does not reach the loss).
+    shape: torch.Size
+    calls: int = 1
+
+
+@dataclass
+class _Layer:
+    """A supported module and its trainable parameters (in PrivateGradient's order)."""
+
+    name: str
+    module: nn.Module
+    params: list[nn.Parameter] = field(default_factory=list)
+
+
+class _PerSample:
+    """Per-sample squared norms of one layer's trainable parameters and their weighted sums,
+    from its input a and output gradient g (both batch first, cast to the parameter dtype)."""
+
+    def __init__(self, module: nn.Module, wanted: set[int], a: Tensor, g: Tensor) -> None:
+        self.module = module
+        #: {parameter: (B,) squared per-sample norm}
+        self.squared: dict[nn.Parameter, Tensor] = {}
+        #: {parameter: (B, *shape) per-sample gradients}, where materialised.
+        self._grads: dict[nn.Parameter, Tensor] = {}
+        #: {parameter: (a, g) with a (B, T, in), g (B, T, out)}, where the ghost norm was taken.
+        self._ghost: dict[nn.Parameter, tuple[Tensor, Tensor]] = {}
+        #: Embedding: (ids (B, T), g (B, T, dim)).
+        self._tokens: tuple[Tensor, Tensor] | None = None
+        batch = g.shape[0]
+        # Only the parameters PrivateGradient trains (None: frozen or absent).
+        weight = getattr(module, "weight", None)
+        weight = weight if weight is not None and id(weight) in wanted else None
+        bias = getattr(module, "bias", None)
+        bias = bias if bias is not None and id(bias) in wanted else None
+        if isinstance(module, nn.Embedding):
+            if weight is not None:
+                self._embedding(module, a, g)
+        elif isinstance(module, (nn.Linear, nn.Conv2d)):
+            if isinstance(module, nn.Conv2d):
+                a = nn.functional.unfold(
+                    a,
+                    module.kernel_size,
+                    dilation=module.dilation,
+                    padding=module.padding,  # type: ignore[arg-type]  # not a string: checked
+                    stride=module.stride,
+                ).transpose(1, 2)  # (B, L, in*k*k)
+                g = g.reshape(batch, g.shape[1], -1).transpose(1, 2)  # (B, L, out)
+            else:
+                a = a.reshape(batch, -1, a.shape[-1])
+                g = g.reshape(batch, -1, g.shape[-1])
+            if weight is not None:
+                self._matmul_weight(weight, a, g)
+            if bias is not None:
+                self._materialised(bias, g.sum(1))
+        else:  # GroupNorm, LayerNorm: per-sample gradients are small, always materialised
+            if isinstance(module, nn.GroupNorm):
+                a_hat = nn.functional.group_norm(a, module.num_groups, eps=module.eps)
+                dims = tuple(range(2, g.dim()))  # the weight has one entry per channel
+            else:
+                assert isinstance(module, nn.LayerNorm)
+                a_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
+                dims = tuple(range(1, g.dim() - len(module.normalized_shape)))
+            if weight is not None:
+                self._materialised(weight, (g * a_hat).sum(dims) if dims else g * a_hat)
+            if bias is not None:
+                self._materialised(bias, g.sum(dims) if dims else g)
+
+    def _materialised(self, param: nn.Parameter, grads: Tensor) -> None:
+        self._grads[param] = grads
+        self.squared[param] = grads.flatten(1).pow(2).sum(1)
+
+    def _matmul_weight(self, weight: nn.Parameter, a: Tensor, g: Tensor) -> None:
+        """a (B, T, in), g (B, T, out): the ghost norm or the materialised gradient g^T a."""
+        if use_ghost_norm(a.shape[1], g.shape[2], a.shape[2]):
+            gram_a = torch.bmm(a, a.transpose(1, 2))
+            gram_g = torch.bmm(g, g.transpose(1, 2))
+            self.squared[weight] = (gram_a * gram_g).sum((1, 2)).clamp(min=0)
+            self._ghost[weight] = (a, g)
+        else:
+            grads = torch.bmm(g.transpose(1, 2), a)  # (B, out, in)
+            self._materialised(weight, grads.reshape(grads.shape[0], *weight.shape))
+
+    def _embedding(self, module: nn.Embedding, ids: Tensor, g: Tensor) -> None:
+        """sum_t e_{id_t} g_t^T: its squared norm is sum_{t,s} [id_t = id_s] <g_t, g_s>."""
+        weight = module.weight
+        batch = g.shape[0]
+        ids = ids.reshape(batch, -1)
+        g = g.reshape(batch, ids.shape[1], -1)
+        if module.padding_idx is not None:  # the padding row gets no gradient
+            g = g * (ids != module.padding_idx).unsqueeze(-1).to(g.dtype)
+        same = (ids.unsqueeze(2) == ids.unsqueeze(1)).to(g.dtype)
+        self.squared[weight] = (same * torch.bmm(g, g.transpose(1, 2))).sum((1, 2)).clamp(min=0)
+        self._tokens = (ids, g)
+
+    def weighted_sum(self, param: nn.Parameter, weights: Tensor) -> Tensor:
+        """sum_j weights_j * (per-sample gradient j of `param`)."""
+        if param in self._grads:
+            grads = self._grads[param]
+            return torch.tensordot(weights.to(grads.dtype), grads, dims=1)
+        if param in self._ghost:
+            a, g = self._ghost[param]
+            scaled = (g * weights.to(g.dtype).view(-1, 1, 1)).flatten(0, 1)  # (B*T, out)
+            return (scaled.T @ a.flatten(0, 1)).reshape(param.shape)
+        assert self._tokens is not None
+        ids, g = self._tokens
+        scaled = (g * weights.to(g.dtype).view(-1, 1, 1)).flatten(0, 1)
+        return torch.zeros_like(param).index_add_(0, ids.flatten(), scaled.to(param.dtype))
+
+
+class BookKeeper:
+    """Forward hooks on every trainable layer of `model` (attached once, active only inside
+    `recording`), and the per-sample norms and weighted gradient sums of one recorded batch."""
+
+    def __init__(self, model: nn.Module, params: list[nn.Parameter]) -> None:
+        problem = bk_problem(model)
+        if problem is not None:
+            raise FedbenchError(f"book-keeping clipping cannot run this model: {problem}")
+        self.params = params
+        self._wanted = wanted = {id(p) for p in params}
+        self.layers: list[_Layer] = []
+        self._owner: dict[int, _Layer] = {}
+        for name, module in model.named_modules():
+            own = [p for p in module.parameters(recurse=False) if id(p) in wanted]
+            if own:
+                layer = _Layer(name or "(root)", module, own)
+                self.layers.append(layer)
+                for p in own:
+                    self._owner[id(p)] = layer
+        missing = [i for i, p in enumerate(params) if id(p) not in self._owner]
+        if missing:
+            raise FedbenchError(
+                f"book-keeping clipping: {len(missing)} trainable tensors belong to no layer "
+                "of the model"
+            )
+        self._active = False
+        self._records: dict[int, _Record] = {}
+        self._handles = [
+            layer.module.register_forward_hook(self._forward_hook) for layer in self.layers
+        ]
+
+    def remove(self) -> None:
+        """Detach the hooks (the model is trained by another method from then on)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _forward_hook(self, module: nn.Module, inputs: tuple, output: Tensor) -> None:
+        if not self._active:
+            return
+        record = self._records.get(id(module))
+        if record is not None:
+            record.calls += 1
+            return
+        if not inputs or not isinstance(output, Tensor) or output.grad_fn is None:
+            return  # not run with gradients: its per-sample gradients are zero
+        self._records[id(module)] = _Record(
+            inputs[0].detach(), get_gradient_edge(output), output.shape
+        )
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Record each trainable layer's input and output edge during the forward passes inside."""
+        self._records = {}
+        self._active = True
+        try:
+            yield
+        finally:
+            self._active = False
+
+    def clear(self) -> None:
+        """Drop the recorded activations and gradients."""
+        self._records = {}
+
+    def problem(self, batch: int) -> str | None:
+        """Why the recorded forward does not fit BK's assumptions (a trainable layer run twice, or
+        on rows other than the batch's), or None."""
+        for layer in self.layers:
+            record = self._records.get(id(layer.module))
+            if record is None:
+                continue
+            if record.calls > 1:
+                return f"layer {layer.name} runs {record.calls} times in one forward pass"
+            if record.activation.shape[0] != batch:
+                return (
+                    f"layer {layer.name} sees {record.activation.shape[0]} rows for a batch of "
+                    f"{batch} (it reshapes the batch)"
+                )
+        return None
+
+    def backward(self, loss: Tensor) -> list[_PerSample]:
+        """One backward pass of `loss` (the sum of the per-sample losses) to every recorded
+        layer output; returns each layer's per-sample norms and gradient sums (in `layers`
+        order). Parameter gradients are not computed."""
+        ran = [layer for layer in self.layers if id(layer.module) in self._records]
+        records = [self._records[id(layer.module)] for layer in ran]
+        backprops = torch.autograd.grad(loss, [r.edge for r in records], allow_unused=True)
+        self._records = {}
+        per_layer = []
+        for layer, record, g in zip(ran, records, backprops, strict=True):
+            dtype = layer.params[0].dtype
+            a = record.activation
+            if g is None:  # the output does not reach the loss: zero gradients
+                g = torch.zeros(record.shape, device=a.device, dtype=dtype)
+            if not isinstance(layer.module, nn.Embedding):
+                a = a.to(dtype)
+            per_layer.append(_PerSample(layer.module, self._wanted, a, g.to(dtype)))
+        return per_layer
+
+    def norms(self, per_layer: list[_PerSample], batch: int, like: Tensor) -> Tensor:
+        """(B,) per-sample norm over all trainable parameters (`like`: device and dtype)."""
+        total = torch.zeros(batch, device=like.device, dtype=like.dtype)
+        for layer in per_layer:
+            for squared in layer.squared.values():
+                total = total + squared.to(total.dtype)
+        return total.sqrt()
+
+    def weighted_sums(self, per_layer: list[_PerSample], weights: Tensor) -> list[Tensor]:
+        """sum_j weights_j g_j for each parameter of `params`, in its order (zero for a layer
+        that did not run)."""
+        by_module = {id(ps.module): ps for ps in per_layer}
+        sums = []
+        for p in self.params:
+            ps = by_module.get(id(self._owner[id(p)].module))
+            sums.append(torch.zeros_like(p) if ps is None else ps.weighted_sum(p, weights))
+        return sums
