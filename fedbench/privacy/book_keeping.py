@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import torch
 from torch import Tensor, nn
@@ -47,10 +48,43 @@ BK_LAYERS: tuple[type[nn.Module], ...] = (
 )
 
 
+#: Memory for the per-sample weight gradients kept from the norms to the clipped sum (float32:
+#: 4 bytes x B x out x in per layer), the same budget as vmap's chunks (mechanism.PER_SAMPLE_BYTES).
+KEEP_BYTES = 256 * 2**20
+
+#: How one layer's weight is handled: its per-sample gradients materialised and kept for the
+#: clipped sum ("keep"), its norms from Gram matrices ("ghost"), or its per-sample gradients
+#: materialised for the norms only ("norm"); the last two form the clipped sum by one matmul.
+WeightRule = Literal["keep", "ghost", "norm"]
+
+
 def use_ghost_norm(positions: int, out_features: int, in_features: int) -> bool:
-    """Bu et al.'s criterion: the two T x T Gram matrices (2 T^2 entries per sample) are no larger
-    than the per-sample weight gradient (out x in entries)."""
-    return 2 * positions * positions <= out_features * in_features
+    """Whether the ghost norm costs fewer operations than the materialised per-sample gradient:
+    B T^2 (out + in) against B T out in, i.e. T (out + in) <= out in. (Bu et al.'s criterion for
+    memory, 2 T^2 <= out in, favours the ghost norm more: for ResNet-18's 128-channel convs at
+    16 x 16 positions the Gram matrices take 2.2x the operations of the gradient.)"""
+    return positions * (out_features + in_features) <= out_features * in_features
+
+
+def weight_rules(
+    shapes: list[tuple[int, int, int, int]], budget_bytes: int = KEEP_BYTES, itemsize: int = 4
+) -> list[WeightRule]:
+    """The rule of each (B, T, out, in) weight: "keep" where the per-sample gradients fit the
+    budget, given first to the layers with the most positions T (which save the most: their
+    alternative costs min(T out in, T^2 (out + in)) operations per sample more); the others
+    "ghost" or "norm", whichever `use_ghost_norm` finds cheaper. Keeping costs no operations
+    beyond the weight gradient itself, which every method computes."""
+    rules: list[WeightRule] = [
+        "ghost" if use_ghost_norm(t, p, d) else "norm" for _, t, p, d in shapes
+    ]
+    left = budget_bytes
+    for i in sorted(range(len(shapes)), key=lambda i: -shapes[i][1]):
+        b, _, p, d = shapes[i]
+        size = b * p * d * itemsize
+        if size <= left:
+            rules[i] = "keep"
+            left -= size
+    return rules
 
 
 def _layer_problem(name: str, module: nn.Module) -> str | None:
@@ -117,8 +151,17 @@ class _PerSample:
     """Per-sample squared norms of one layer's trainable parameters and their weighted sums,
     from its input a and output gradient g (both batch first, cast to the parameter dtype)."""
 
-    def __init__(self, module: nn.Module, wanted: set[int], a: Tensor, g: Tensor) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        wanted: set[int],
+        a: Tensor,
+        g: Tensor,
+        rule: WeightRule,
+        budget_bytes: int,
+    ) -> None:
         self.module = module
+        self.budget_bytes = budget_bytes
         #: {parameter: (B,) squared per-sample norm}
         self.squared: dict[nn.Parameter, Tensor] = {}
         #: {parameter: (B, *shape) per-sample gradients}, where materialised.
@@ -150,7 +193,7 @@ class _PerSample:
                 a = a.reshape(batch, -1, a.shape[-1])
                 g = g.reshape(batch, -1, g.shape[-1])
             if weight is not None:
-                self._matmul_weight(weight, a, g)
+                self._matmul_weight(weight, a, g, rule)
             if bias is not None:
                 self._materialised(bias, g.sum(1))
         else:  # GroupNorm, LayerNorm: per-sample gradients are small, always materialised
@@ -168,18 +211,31 @@ class _PerSample:
 
     def _materialised(self, param: nn.Parameter, grads: Tensor) -> None:
         self._grads[param] = grads
-        self.squared[param] = grads.flatten(1).pow(2).sum(1)
+        self.squared[param] = torch.linalg.vector_norm(grads.flatten(1), dim=1).square()
 
-    def _matmul_weight(self, weight: nn.Parameter, a: Tensor, g: Tensor) -> None:
-        """a (B, T, in), g (B, T, out): the ghost norm or the materialised gradient g^T a."""
-        if use_ghost_norm(a.shape[1], g.shape[2], a.shape[2]):
+    def _matmul_weight(self, weight: nn.Parameter, a: Tensor, g: Tensor, rule: WeightRule) -> None:
+        """a (B, T, in), g (B, T, out): per-sample gradients g_j^T a_j kept, or the ghost norm
+        <a_j a_j^T, g_j g_j^T>, or the norms of g_j^T a_j materialised a chunk of samples at a
+        time (within KEEP_BYTES) and dropped."""
+        if rule == "keep":
+            grads = torch.bmm(g.transpose(1, 2), a)  # (B, out, in)
+            self._materialised(weight, grads.reshape(grads.shape[0], *weight.shape))
+            return
+        self._ghost[weight] = (a, g)
+        if rule == "ghost":
             gram_a = torch.bmm(a, a.transpose(1, 2))
             gram_g = torch.bmm(g, g.transpose(1, 2))
             self.squared[weight] = (gram_a * gram_g).sum((1, 2)).clamp(min=0)
-            self._ghost[weight] = (a, g)
-        else:
-            grads = torch.bmm(g.transpose(1, 2), a)  # (B, out, in)
-            self._materialised(weight, grads.reshape(grads.shape[0], *weight.shape))
+            return
+        step = max(1, self.budget_bytes // (a.element_size() * weight.numel()))
+        self.squared[weight] = torch.cat(
+            [
+                torch.linalg.vector_norm(
+                    torch.bmm(g[i : i + step].transpose(1, 2), a[i : i + step]).flatten(1), dim=1
+                ).square()
+                for i in range(0, a.shape[0], step)
+            ]
+        )
 
     def _embedding(self, module: nn.Embedding, ids: Tensor, g: Tensor) -> None:
         """sum_t e_{id_t} g_t^T: its squared norm is sum_{t,s} [id_t = id_s] <g_t, g_s>."""
@@ -208,6 +264,19 @@ class _PerSample:
         return torch.zeros_like(param).index_add_(0, ids.flatten(), scaled.to(param.dtype))
 
 
+def _matmul_shape(module: nn.Module, out_shape: torch.Size) -> tuple[int, int, int, int]:
+    """(B, T, out, in) of a Linear or Conv2d weight's per-sample gradient g_j^T a_j, from the
+    layer's output shape (T: tokens or output positions; in: in_features or in*k*k)."""
+    batch = out_shape[0]
+    if isinstance(module, nn.Conv2d):
+        unfolded = module.in_channels * module.kernel_size[0] * module.kernel_size[1]
+        positions = out_shape.numel() // (batch * module.out_channels) if batch else 0
+        return batch, positions, module.out_channels, unfolded
+    assert isinstance(module, nn.Linear)
+    tokens = out_shape.numel() // (batch * module.out_features) if batch else 0
+    return batch, tokens, module.out_features, module.in_features
+
+
 class BookKeeper:
     """Forward hooks on every trainable layer of `model` (attached once, active only inside
     `recording`), and the per-sample norms and weighted gradient sums of one recorded batch."""
@@ -233,6 +302,9 @@ class BookKeeper:
                 f"book-keeping clipping: {len(missing)} trainable tensors belong to no layer "
                 "of the model"
             )
+        #: Memory for kept per-sample weight gradients (`weight_rules`; also the chunk size of
+        #: the "norm" rule).
+        self.keep_bytes = KEEP_BYTES
         self._active = False
         self._records: dict[int, _Record] = {}
         self._handles = [
@@ -296,15 +368,29 @@ class BookKeeper:
         records = [self._records[id(layer.module)] for layer in ran]
         backprops = torch.autograd.grad(loss, [r.edge for r in records], allow_unused=True)
         self._records = {}
+        matmuls = [
+            i
+            for i, layer in enumerate(ran)
+            if isinstance(layer.module, (nn.Linear, nn.Conv2d))
+            and layer.module.weight in layer.params
+        ]
+        shapes = [_matmul_shape(ran[i].module, records[i].shape) for i in matmuls]
+        itemsize = ran[0].params[0].element_size() if ran else 4
+        rules: dict[int, WeightRule] = dict(
+            zip(matmuls, weight_rules(shapes, self.keep_bytes, itemsize), strict=True)
+        )
         per_layer = []
-        for layer, record, g in zip(ran, records, backprops, strict=True):
+        for i, (layer, record, g) in enumerate(zip(ran, records, backprops, strict=True)):
             dtype = layer.params[0].dtype
             a = record.activation
             if g is None:  # the output does not reach the loss: zero gradients
                 g = torch.zeros(record.shape, device=a.device, dtype=dtype)
             if not isinstance(layer.module, nn.Embedding):
                 a = a.to(dtype)
-            per_layer.append(_PerSample(layer.module, self._wanted, a, g.to(dtype)))
+            rule = rules.get(i, "keep")
+            per_layer.append(
+                _PerSample(layer.module, self._wanted, a, g.to(dtype), rule, self.keep_bytes)
+            )
         return per_layer
 
     def norms(self, per_layer: list[_PerSample], batch: int, like: Tensor) -> Tensor:

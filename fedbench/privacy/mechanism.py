@@ -201,6 +201,16 @@ class PrivateGradient:
             # step) but act only inside clipped_sum.
             self._ghost.disable_hooks()
 
+    def close(self) -> None:
+        """Detach the hooks that bk or ghost clipping attached to the model (benchmarks that
+        try several mechanisms on one model); the object computes nothing afterwards."""
+        if self._bk is not None:
+            self._bk.remove()
+            self._bk = None
+        if self._ghost is not None:
+            self._ghost.remove_hooks()
+            self._ghost = None
+
     def _sample_loss(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> Tensor:
@@ -341,7 +351,7 @@ class PrivateGradient:
             for j in range(x.shape[0]):
                 out = self.model(x[j : j + 1])  # hooks (Opacus' or BK's) are inactive here
                 loss = nn.functional.cross_entropy(_full_precision(out), y[j : j + 1])
-                grads.append(list(torch.autograd.grad(loss, self.params)))
+                grads.append(list(torch.autograd.grad(loss, self.params, materialize_grads=True)))
         return grads
 
     def _verify_exact(self, x: Tensor, y: Tensor) -> None:
