@@ -149,7 +149,9 @@ class _Layer:
 
 class _PerSample:
     """Per-sample squared norms of one layer's trainable parameters and their weighted sums,
-    from its input a and output gradient g (both batch first, cast to the parameter dtype)."""
+    from its input a and output gradient g (cast to the parameter dtype), whose first dimension
+    is the batch of B samples, or for Linear, LayerNorm and Embedding layers k x B rows, k rows
+    per sample, sample-major (Swin's windows; `BookKeeper.problem`)."""
 
     def __init__(
         self,
@@ -159,6 +161,7 @@ class _PerSample:
         g: Tensor,
         rule: WeightRule,
         budget_bytes: int,
+        batch: int,
     ) -> None:
         self.module = module
         self.budget_bytes = budget_bytes
@@ -173,7 +176,7 @@ class _PerSample:
         self._conv: dict[nn.Parameter, tuple[Tensor, Tensor]] = {}
         #: Embedding: (ids (B, T), g (B, T, dim)).
         self._tokens: tuple[Tensor, Tensor] | None = None
-        batch = g.shape[0]
+        self.batch = batch
         # Only the parameters PrivateGradient trains (None: frozen or absent).
         weight = getattr(module, "weight", None)
         weight = weight if weight is not None and id(weight) in wanted else None
@@ -213,7 +216,9 @@ class _PerSample:
         else:
             assert isinstance(module, nn.LayerNorm)
             a_hat = nn.functional.layer_norm(a, module.normalized_shape, eps=module.eps)
-            dims = tuple(range(1, g.dim() - len(module.normalized_shape)))
+            shape = (self.batch, -1, *module.normalized_shape)  # the rows of each sample
+            a_hat, g = a_hat.reshape(shape), g.reshape(shape)
+            dims = (1,)
         if weight is not None:
             self._materialised(weight, (g * a_hat).sum(dims) if dims else g * a_hat)
         if bias is not None:
@@ -278,7 +283,7 @@ class _PerSample:
     def _embedding(self, module: nn.Embedding, ids: Tensor, g: Tensor) -> None:
         """sum_t e_{id_t} g_t^T: its squared norm is sum_{t,s} [id_t = id_s] <g_t, g_s>."""
         weight = module.weight
-        batch = g.shape[0]
+        batch = self.batch
         ids = ids.reshape(batch, -1)
         g = g.reshape(batch, ids.shape[1], -1)
         if module.padding_idx is not None:  # the padding row gets no gradient
@@ -354,10 +359,12 @@ def conv_per_sample_grads(conv: nn.Conv2d, a: Tensor, g: Tensor) -> Tensor:
     return grads.view(batch, *conv.weight.shape)
 
 
-def _matmul_shape(module: nn.Module, out_shape: torch.Size) -> tuple[int, int, int, int]:
+def _matmul_shape(
+    module: nn.Module, out_shape: torch.Size, batch: int
+) -> tuple[int, int, int, int]:
     """(B, T, out, in) of a Linear or Conv2d weight's per-sample gradient g_j^T a_j, from the
-    layer's output shape (T: tokens or output positions; in: in_features or in*k*k)."""
-    batch = out_shape[0]
+    layer's output shape (T: tokens, windows x tokens or output positions per sample; in:
+    in_features or in*k*k)."""
     if isinstance(module, nn.Conv2d):
         unfolded = module.in_channels * module.kernel_size[0] * module.kernel_size[1]
         positions = out_shape.numel() // (batch * module.out_channels) if batch else 0
@@ -435,25 +442,30 @@ class BookKeeper:
         self._records = {}
 
     def problem(self, batch: int) -> str | None:
-        """Why the recorded forward does not fit BK's assumptions (a trainable layer run twice, or
-        on rows other than the batch's), or None."""
+        """Why the recorded forward does not fit BK's assumptions, or None: a trainable layer
+        runs twice, or on other rows than the batch's samples. A Linear, LayerNorm or Embedding
+        may see k x B rows (Swin's window attention: B x windows), taken as k rows per sample,
+        sample-major; the first batch's numerical check confirms that (a sequence-first layer
+        fails it)."""
         for layer in self.layers:
             record = self._records.get(id(layer.module))
             if record is None:
                 continue
             if record.calls > 1:
                 return f"layer {layer.name} runs {record.calls} times in one forward pass"
-            if record.activation.shape[0] != batch:
+            rows = record.activation.shape[0] if record.activation.dim() else 0
+            regrouped = isinstance(layer.module, (nn.Linear, nn.LayerNorm, nn.Embedding))
+            if rows != batch and not (regrouped and batch > 0 and rows % batch == 0):
                 return (
                     f"layer {layer.name} sees {record.activation.shape[0]} rows for a batch of "
                     f"{batch} (it reshapes the batch)"
                 )
         return None
 
-    def backward(self, loss: Tensor) -> list[_PerSample]:
-        """One backward pass of `loss` (the sum of the per-sample losses) to every recorded
-        layer output; returns each layer's per-sample norms and gradient sums (in `layers`
-        order). Parameter gradients are not computed."""
+    def backward(self, loss: Tensor, batch: int) -> list[_PerSample]:
+        """One backward pass of `loss` (the sum of the per-sample losses of `batch` samples) to
+        every recorded layer output; returns each layer's per-sample norms and gradient sums
+        (in `layers` order). Parameter gradients are not computed."""
         ran = [layer for layer in self.layers if id(layer.module) in self._records]
         records = [self._records[id(layer.module)] for layer in ran]
         backprops = torch.autograd.grad(loss, [r.edge for r in records], allow_unused=True)
@@ -462,9 +474,9 @@ class BookKeeper:
             i
             for i, layer in enumerate(ran)
             if isinstance(layer.module, (nn.Linear, nn.Conv2d))
-            and layer.module.weight in layer.params
+            and id(layer.module.weight) in self._wanted
         ]
-        shapes = [_matmul_shape(ran[i].module, records[i].shape) for i in matmuls]
+        shapes = [_matmul_shape(ran[i].module, records[i].shape, batch) for i in matmuls]
         itemsize = ran[0].params[0].element_size() if ran else 4
         rules: dict[int, WeightRule] = dict(
             zip(matmuls, weight_rules(shapes, self.keep_bytes, itemsize), strict=True)
@@ -479,7 +491,7 @@ class BookKeeper:
                 a = a.to(dtype)
             rule = rules.get(i, "keep")
             per_layer.append(
-                _PerSample(layer.module, self._wanted, a, g.to(dtype), rule, self.keep_bytes)
+                _PerSample(layer.module, self._wanted, a, g.to(dtype), rule, self.keep_bytes, batch)
             )
         return per_layer
 

@@ -9,27 +9,44 @@ B is the configured batch size (the expected one under Poisson sampling, as Opac
 it). The noise comes from a generator seeded by (seed, round, client), so a rerun or a resumed
 run draws the same noise.
 
-sum_j clip(g_j) is computed one of two ways, both exact:
-- `ghost` (used where Opacus has a per-layer rule for every layer with trainable weights:
-  Linear, Conv, GroupNorm, LayerNorm, Embedding, ... and the rules are exact for the model, see
-  below): Opacus' fast gradient clipping (ghost
-  clipping, Li et al. 2022; Bu et al. 2023) gets the per-sample norms ||g_j|| from each layer's
-  activations and output gradients during one backward pass, without materialising the B
-  per-sample gradients of the whole model (Linear layers never materialise theirs, Conv2d
-  layers only where that is cheaper than their ghost norm: `conv_norms`); a second
-  backward pass of sum_j c_j * loss_j with c_j = 1 / max(1, ||g_j|| / C) then gives the clipped
-  sum directly. Cost: one forward and two backward passes, plus the norms.
-- `vmap` (any other model): per-sample gradients with torch.func vmap(grad), in chunks so that
-  at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and summing per chunk.
+sum_j clip(g_j) is computed one of three ways, all exact:
+- `bk` (book-keeping clipping, Bu et al. 2023, "Differentially private optimization on large
+  model at small cost"; fedbench.privacy.book_keeping): one forward pass records each trainable
+  layer's input, one backward pass gives each layer's output gradient (and no parameter
+  gradient); per layer the per-sample norms come from these (ghost norm or materialised
+  per-sample gradient), and each layer's clipped sum sum_j c_j g_j is formed directly from them
+  with c_j = 1 / max(1, ||g_j|| / C). Layers: Linear (LoRA's too), Conv2d, GroupNorm,
+  LayerNorm, Embedding. Cost: one forward and one backward pass, plus the per-layer work.
+- `ghost` (Opacus' fast gradient clipping; ghost clipping, Li et al. 2022): the per-sample norms
+  from Opacus' hooks during one backward pass (Conv2d by `conv_norms`), then a second backward
+  pass of sum_j c_j * loss_j. Cost: one forward and two backward passes, plus the norms. Opacus
+  has rules for more layer types than bk (Conv1d/3d, InstanceNorm, RNNs, ...).
+- `vmap` (any model torch.func can trace): per-sample gradients with torch.func vmap(grad), in
+  chunks so that at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and
+  summing per chunk.
 
-Ghost norms assume that each layer sees the batch as its first dimension, one row per sample.
-Layers that reshape the batch break that: Swin's window attention runs its Linear layers on
-(B x windows) rows, a sequence-first layer on (L, B, ...). So `auto` checks ghost clipping once,
-at the first batch, before using it: every per-sample norm must have one entry per sample, and
-the ghost norms of the first few samples must equal their norms from one backward pass per
-sample (without dropout, in float32, so that neither enters the comparison). A model that fails either check is trained
-with vmap (`PrivateGradient.fallback` says why); `method="ghost"` asked for explicitly fails
-with that reason instead.
+`auto` (the engine's choice, `auto_method`): bk where every trainable layer has a bk rule, else
+ghost where Opacus has one for every trainable layer, else vmap. Measured private / non-private
+step (benchmarks/dp_ratio.py; benchmarks/results/dp-ratio-cpu.md; CPU: one thread, AMD EPYC,
+thread CPU time):
+    ResNet-18 GN 3x32x32 B 50      bk 1.25x   ghost 2.66x   vmap 4.4x    (H200: ghost 5.8x, vmap 41.5x)
+    ResNet-18 GN 3x16x16 B 16      bk 2.0x    ghost 2.8x    vmap 12.7x
+    cnn digits B 32                bk 1.8x    ghost 2.6x    vmap 8.1x
+    vit_micro + LoRA B 16          bk 1.2x    ghost 2.5x    vmap 3.3x
+    roberta_micro + LoRA B 16      bk 1.2x    ghost 2.1x    vmap cannot trace it
+bk was the fastest exact method on every model where it runs, so it comes first; ghost before
+vmap because ghost was faster on every CPU model and on ResNet-18 on the H200 (on ViT-Base +
+LoRA on the H200, vmap 1.46x against ghost 1.65x: there bk now runs in their place).
+
+bk and ghost norms assume that each trainable layer sees the batch as its first dimension, one
+row per sample (and, for bk, runs once per forward pass). Layers that reshape the batch break
+that: Swin's window attention runs its Linear layers on (B x windows) rows, a sequence-first
+layer on (L, B, ...). So bk and ghost are checked once, at the first batch, before they are
+used: every per-sample norm must have one entry per sample, and the norms of the first few
+samples (for bk also their per-sample gradients) must equal the ones from one backward pass per
+sample (without dropout, in float32, so that neither enters the comparison). A model that fails
+the check is trained with vmap (`PrivateGradient.fallback` says why); `method="bk"` or `"ghost"`
+asked for explicitly fails with that reason instead.
 """
 
 from __future__ import annotations
@@ -132,7 +149,7 @@ def ghost_supported(model: nn.Module) -> bool:
 def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
     """The method `auto` tries first for `model` (the first batch's check may still fall back
     to vmap): bk where it has a rule for every trainable layer, else ghost where Opacus has one,
-    else vmap."""
+    else vmap. The order is the measured speed order (module docstring)."""
     if bk_supported(model):
         return "bk"
     if ghost_supported(model):
@@ -143,8 +160,8 @@ def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
-    `method` auto = ghost clipping where `ghost_supported` and exact for the model (checked at
-    the first batch, see the module docstring), else vmap.
+    `method` auto = `auto_method`'s choice, kept where exact for the model (checked at the
+    first batch, see the module docstring), else vmap; bk, ghost or vmap ask for one method.
     """
 
     def __init__(
@@ -298,7 +315,7 @@ class PrivateGradient:
                 self._bk.clear()
                 return why
             losses = nn.functional.cross_entropy(_full_precision(out), ys, reduction="none")
-            per_layer = self._bk.backward(losses.sum())
+            per_layer = self._bk.backward(losses.sum(), b)
             exact = self._looped_grads(xs, ys)
         norms = self._bk.norms(per_layer, b, exact[0][0])
         exact_norms = _norms(exact).to(norms.dtype)
@@ -393,7 +410,7 @@ class PrivateGradient:
             self._bk.clear()
             raise FedbenchError(f"book-keeping clipping is not exact for this batch: {why}")
         losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
-        per_layer = self._bk.backward(losses.sum())
+        per_layer = self._bk.backward(losses.sum(), x.shape[0])
         norms = self._bk.norms(per_layer, x.shape[0], self.params[0])
         return self._bk.weighted_sums(per_layer, clip_factors(norms, self.clip))
 

@@ -241,36 +241,69 @@ def test_bk_keeps_the_method_after_the_check_and_its_hooks_stay_idle() -> None:
     assert not any(m._forward_hooks for m in model.modules())
 
 
-def test_a_layer_that_reshapes_the_batch_falls_back_to_vmap_or_fails_when_asked_for() -> None:
-    """Swin's window attention runs its Linear layers on B x windows rows."""
+def test_bk_equals_vmap_on_a_lora_swin_whose_windows_are_rows_of_each_sample() -> None:
+    """Swin's window attention runs its Linear layers on B x windows rows, sample-major: bk
+    takes each sample's windows as its rows (ghost clipping falls back to vmap there)."""
     torch.manual_seed(0)
     model = build_model(ModelConfig(name="swin_micro", lora=LORA), (3, 32, 32), 4).double()
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    assert bk_supported(model)  # a rule for every layer: not enough
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
     x, y = _images(4, (3, 32, 32))
-    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.05, batch_size=4)
-    assert mech.method == "bk"  # chosen, not yet checked
+    clip = _median_norm(model.eval(), x, y)
+    model.train()  # drop-path on, except in the first batch's check
+    params = [p for p in model.parameters() if p.requires_grad]
+    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=clip, batch_size=4)
+    assert mech.method == "bk"
+    torch.manual_seed(1)  # the same drop-path draws in both sums
+    got = mech.clipped_sum(x, y)
+    assert mech.method == "bk" and mech.fallback is None
+    mech.close()
     torch.manual_seed(1)
+    _assert_equal(got, _sum(model, x, y, clip, "vmap"))
+
+
+class Regroup(nn.Module):
+    """A layer on the batch's tokens as rows, less the first: B x L - 1 rows, not a multiple of
+    B (and not one sample's rows after another)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mix = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, L, 4)
+        rows = torch.tanh(self.mix(x.flatten(0, 1)[1:]))
+        mixed = torch.cat([x.flatten(0, 1)[:1], rows]).reshape(x.shape)
+        return self.head(mixed.mean(1))
+
+
+def test_a_layer_that_mixes_samples_falls_back_to_vmap_or_fails_when_asked_for() -> None:
+    torch.manual_seed(0)
+    model = Regroup().double()
+    x, y = _images(2, (3, 4))
+    y = y % 2
+    params = list(model.parameters())
+    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.1, batch_size=2)
+    assert mech.method == "bk"  # chosen, not yet checked
     got = mech.clipped_sum(x, y)
     assert mech.method == "vmap" and mech._bk is None
     assert "book-keeping" in (mech.fallback or "") and "reshapes the batch" in mech.fallback
-    assert "attn" in mech.fallback  # names the layer
+    assert "layer mix sees 5 rows for a batch of 2" in mech.fallback  # names the layer
     assert not any(m._forward_hooks for m in model.modules())  # hooks detached
-    torch.manual_seed(1)  # the same drop-path draws
-    vmap = PrivateGradient(
-        model, params, noise_multiplier=0.0, clip=0.05, batch_size=4, method="vmap"
-    ).clipped_sum(x, y)
-    _assert_equal(got, vmap)
+    _assert_equal(got, _sum(model, x, y, 0.1, "vmap"))
     with pytest.raises(FedbenchError, match="book-keeping clipping is not exact for this model"):
         PrivateGradient(
-            model, params, noise_multiplier=0.0, clip=0.05, batch_size=4, method="bk"
+            model, params, noise_multiplier=0.0, clip=0.1, batch_size=2, method="bk"
         ).clipped_sum(x, y)
 
 
 class SequenceFirst(nn.Module):
-    """A layer applied sequence-first (L, B, F): with L == B its rows have the batch's count but
-    are not its samples, so only the numerical check catches it."""
+    """A layer applied sequence-first (L, B, F): with L == B (or L a multiple of B) its rows have
+    the batch's count (or a multiple of it) but are not its samples, so only the numerical check
+    catches it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -308,6 +341,7 @@ class Tied(nn.Module):
     ("model", "batch", "why"),
     [
         (SequenceFirst, lambda: _images(3, (3, 4)), "differ"),
+        (SequenceFirst, lambda: _images(2, (4, 4)), "differ"),  # 4 rows for a batch of 2
         (Twice, lambda: _images(4, (3,)), "runs 2 times in one forward pass"),
         (Tied, lambda: _tokens(4, 3, vocab=6), "differ"),
     ],
