@@ -381,7 +381,9 @@ class BookKeeper:
     def __init__(self, model: nn.Module, params: list[nn.Parameter]) -> None:
         problem = bk_problem(model)
         if problem is not None:
-            raise FedbenchError(f"book-keeping clipping cannot run this model: {problem}")
+            raise FedbenchError(
+                f"book-keeping clipping cannot run this model: {problem}; use privacy.clipping auto"
+            )
         self.params = params
         self._wanted = wanted = {id(p) for p in params}
         self.layers: list[_Layer] = []

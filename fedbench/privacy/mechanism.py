@@ -199,6 +199,11 @@ class PrivateGradient:
         self._bk: BookKeeper | None = None
         if method == "bk":
             self._bk = BookKeeper(model, params)
+        if method == "ghost" and not ghost_supported(model):
+            raise FedbenchError(
+                "ghost clipping cannot run this model: Opacus has no rule for one of its layers "
+                "with trainable parameters; use privacy.clipping auto"
+            )
         self._ghost = None
         if method == "ghost":
             from opacus.grad_sample import GradSampleModuleFastGradientClipping
@@ -382,7 +387,10 @@ class PrivateGradient:
         if why is None:
             return
         if self._strict:
-            raise FedbenchError(f"{name} clipping is not exact for this model: {why}; use vmap")
+            raise FedbenchError(
+                f"{name} clipping is not exact for this model: {why}; use vmap (privacy.clipping "
+                "vmap) or auto"
+            )
         if self._bk is not None:
             self._bk.remove()
             self._bk = None
@@ -452,6 +460,11 @@ class PrivateGradient:
         try:
             return self._per_sample(trainable, frozen, x, y)
         except RuntimeError as exc:
+            if str(exc).startswith("vmap:"):  # e.g. data-dependent control flow (RoBERTa's mask)
+                raise FedbenchError(
+                    f"vmap cannot trace this model ({str(exc).splitlines()[0][:160]}); use "
+                    "privacy.clipping auto, bk or ghost"
+                ) from None
             if self.autocast is None or "expected scalar type" not in str(exc):
                 raise
         self.autocast = None
