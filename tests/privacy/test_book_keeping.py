@@ -26,9 +26,7 @@ LORA = {"r": 2, "alpha": 4, "dropout": 0.0}
 
 
 def conv_gn_model() -> nn.Module:
-    """Conv2d layers with bias, stride, dilation, GroupNorm and a Linear head. Without memory to
-    keep per-sample gradients (keep_bytes 0) the first conv takes the "norm" rule (16 positions:
-    16 x 21 > 3 x 18), the others the ghost norm (4 x 35 <= 8 x 27, 4 x 80 <= 8 x 72)."""
+    """Conv2d layers with bias, stride, dilation, GroupNorm and a Linear head."""
     return nn.Sequential(
         nn.Conv2d(2, 3, 3, padding=1),
         nn.GroupNorm(1, 3),
@@ -43,9 +41,8 @@ def conv_gn_model() -> nn.Module:
 
 
 class SequenceModel(nn.Module):
-    """Embedding (with a padding row) -> LayerNorm -> Linear over a sequence (without memory to
-    keep per-sample gradients: the ghost norm, 5 x 24 <= 16 x 8) -> Linear over the sequence
-    (the "norm" rule, 5 x 19 > 3 x 16) -> mean -> head."""
+    """Embedding (with a padding row) -> LayerNorm -> Linear over a sequence -> Linear over the
+    sequence -> mean -> head."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -80,14 +77,15 @@ def _sum(
     y: torch.Tensor,
     clip: float,
     method: str,
-    keep_bytes: int = KEEP_BYTES,
+    rule: str | None = None,
 ) -> list:
     params = [p for p in model.parameters() if p.requires_grad]
     mech = PrivateGradient(
         model, params, noise_multiplier=0.0, clip=clip, batch_size=x.shape[0], method=method
     )  # type: ignore[arg-type]
-    if mech._bk is not None:
-        mech._bk.keep_bytes = keep_bytes
+    if mech._bk is not None and rule is not None:
+        mech._bk.rule = rule  # type: ignore[assignment]
+        mech._bk.keep_bytes = 0  # "norm": one sample at a time
     out = mech.clipped_sum(x, y)
     assert mech.method == method and mech.fallback is None
     mech.close()
@@ -128,42 +126,43 @@ def _assert_equal(got: list, want: list) -> None:
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
-#: Every weight's per-sample gradients kept; none kept (ghost and "norm" rules, the latter one
-#: sample at a time).
-BUDGETS = pytest.mark.parametrize("keep", [KEEP_BYTES, 0], ids=["keep", "ghost-or-norm"])
+#: The rules `weight_rules` picks, or one rule for every Linear and Conv2d weight.
+RULES = pytest.mark.parametrize("rule", [None, "keep", "ghost", "norm"])
 
 
-@BUDGETS
+@RULES
 @pytest.mark.parametrize("grouped", [False, True], ids=["im2col", "grouped-conv"])
 def test_bk_equals_vmap_on_a_conv_groupnorm_net_in_float64(
-    keep: int, grouped: bool, monkeypatch: pytest.MonkeyPatch
+    rule: str | None, grouped: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Per-sample conv gradients by im2col + bmm or by a grouped convolution's weight gradient
-    (book_keeping.GROUPED_POSITIONS), kept or not."""
+    (book_keeping.GROUPED_POSITIONS), under each rule."""
     monkeypatch.setattr(book_keeping, "GROUPED_POSITIONS", 1 if grouped else 10**9)
     torch.manual_seed(0)
     model = conv_gn_model().double()
     x, y = _images()
     clip = _median_norm(model, x, y)
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _sum(model, x, y, clip, "vmap"))
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _loop(model, x, y, clip))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _sum(model, x, y, clip, "vmap"))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _loop(model, x, y, clip))
 
 
-@BUDGETS
-def test_bk_equals_vmap_on_a_sequence_model_with_a_frozen_layer_in_float64(keep: int) -> None:
+@RULES
+def test_bk_equals_vmap_on_a_sequence_model_with_a_frozen_layer_in_float64(
+    rule: str | None,
+) -> None:
     torch.manual_seed(0)
     model = SequenceModel().double()
     x, y = _tokens()
     clip = _median_norm(model, x, y)
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _sum(model, x, y, clip, "vmap"))
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _loop(model, x, y, clip))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _sum(model, x, y, clip, "vmap"))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _loop(model, x, y, clip))
     model.norm.requires_grad_(False)  # as with LoRA: only trainable tensors are clipped
     clip = _median_norm(model, x, y)
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _sum(model, x, y, clip, "vmap"))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _sum(model, x, y, clip, "vmap"))
 
 
-@BUDGETS
-def test_bk_equals_vmap_on_a_lora_vision_transformer_in_float64(keep: int) -> None:
+@RULES
+def test_bk_equals_vmap_on_a_lora_vision_transformer_in_float64(rule: str | None) -> None:
     torch.manual_seed(0)
     model = build_model(ModelConfig(name="vit_micro", lora=LORA), (3, 32, 32), 4).double().eval()
     x, y = _images(6, (3, 32, 32))
@@ -174,8 +173,8 @@ def test_bk_equals_vmap_on_a_lora_vision_transformer_in_float64(keep: int) -> No
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     assert any("lora_A" in n for n in names) and any("head" in n for n in names)
     clip = _median_norm(model, x, y)
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _sum(model, x, y, clip, "vmap"))
-    _assert_equal(_sum(model, x, y, clip, "bk", keep), _loop(model, x, y, clip))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _sum(model, x, y, clip, "vmap"))
+    _assert_equal(_sum(model, x, y, clip, "bk", rule), _loop(model, x, y, clip))
 
 
 def test_bk_equals_a_per_example_loop_on_lora_roberta_in_float64() -> None:
@@ -418,19 +417,19 @@ def test_auto_rule_bk_where_every_trainable_layer_has_a_rule_else_ghost_else_vma
 
 
 def test_the_per_layer_rule_takes_the_cheaper_form() -> None:
-    # Operations per sample: T^2 (out + in) for the Gram matrices, T out in for the gradient.
-    assert not use_ghost_norm(positions=5, out_features=3, in_features=16)  # 95 > 48
-    assert use_ghost_norm(positions=5, out_features=16, in_features=8)  # 120 <= 128
-    # ResNet-18's 128-channel 3x3 convs at 16 x 16: Bu et al.'s memory rule (2 T^2 <= out in)
-    # would take the ghost norm, at 2.2x the operations of the gradient.
-    assert not use_ghost_norm(positions=256, out_features=128, in_features=1152)
-    assert use_ghost_norm(positions=16, out_features=512, in_features=4608)
+    # Per sample: Gram matrices T^2 (out + in) against materialised entries T out in + 128 out in.
+    assert not use_ghost_norm(positions=1024, out_features=64, in_features=576)  # ResNet layer1
+    assert use_ghost_norm(positions=16, out_features=512, in_features=4608)  # ResNet layer4
+    assert use_ghost_norm(positions=5, out_features=3, in_features=16)
 
 
-def test_weight_rules_keep_the_layers_with_most_positions_first_within_the_budget() -> None:
-    shapes = [(10, 1, 4, 4), (10, 64, 8, 8), (10, 4, 100, 100), (10, 16, 8, 8)]
-    sizes = [10 * p * d * 4 for _, _, p, d in shapes]  # 640, 2560, 400000, 2560 bytes
-    assert weight_rules(shapes, budget_bytes=sum(sizes)) == ["keep"] * 4
-    # The 64- and 16-position layers first, then the 1-position one; not the 4-position one.
-    assert weight_rules(shapes, budget_bytes=6000) == ["keep", "keep", "ghost", "keep"]
+def test_weight_rules_keep_where_cheapest_and_within_the_budget() -> None:
+    # ResNet-18 GN at 32x32: the 64-channel convs (1024 positions) keep their per-sample
+    # gradients, the 512-channel ones (16 positions) take the ghost norm; a tiny head too.
+    shapes = [(10, 1, 4, 4), (10, 1024, 64, 576), (10, 16, 512, 4608), (10, 64, 8, 8)]
+    assert weight_rules(shapes, budget_bytes=KEEP_BYTES) == ["ghost", "keep", "ghost", "keep"]
+    # No memory: the materialised norm where the Gram matrices cost more.
     assert weight_rules(shapes, budget_bytes=0) == ["ghost", "norm", "ghost", "norm"]
+    # Memory for one: the layer that saves the most operations per byte (1024 positions).
+    one = 10 * 64 * 576 * 4
+    assert weight_rules(shapes, budget_bytes=one) == ["ghost", "keep", "ghost", "norm"]
