@@ -527,11 +527,10 @@ class BookKeeper:
 
     def norms(self, per_layer: list[_PerSample], batch: int, like: Tensor) -> Tensor:
         """(B,) per-sample norm over all trainable parameters (`like`: device and dtype)."""
-        total = torch.zeros(batch, device=like.device, dtype=like.dtype)
-        for layer in per_layer:
-            for squared in layer.squared.values():
-                total = total + squared.to(total.dtype)
-        return total.sqrt()
+        squared = [sq.to(like.dtype) for layer in per_layer for sq in layer.squared.values()]
+        if not squared:
+            return torch.zeros(batch, device=like.device, dtype=like.dtype)
+        return torch.stack(squared).sum(0).sqrt()
 
     def weighted_sums(self, per_layer: list[_PerSample], weights: Tensor) -> list[Tensor]:
         """sum_j weights_j g_j for each parameter of `params`, in its order (zero for a layer
