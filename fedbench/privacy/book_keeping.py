@@ -12,17 +12,25 @@ of sample j's loss with respect to its output, g_j = d loss_j / d out_j:
     bias of any of them                                               grad_j = sum_pos g_j
 
 One forward pass records a (forward hooks) and the gradient edge of each layer's output; one
-backward pass of sum_j loss_j computes every g (and no parameter gradient). Per layer, the
-per-sample norms come from the "ghost norm" ||g_j^T a_j||^2 = <a_j a_j^T, g_j g_j^T> (two T x T
-Gram matrices) or from the materialised per-sample gradient, whichever is cheaper (Bu et al.'s
-mixed ghost norm, as fedbench.privacy.conv_norms for ghost clipping). With c_j = min(1, C/||g_j||)
-the clipped sum of each layer is then formed directly ("book-keeping"): sum_j c_j g_j^T a_j is
-one matmul over the batch (or a weighted sum of the materialised gradients), instead of ghost
-clipping's second backward pass of sum_j c_j loss_j.
+backward pass of sum_j loss_j computes every g (and no parameter gradient). Per Linear or Conv2d
+weight, one of three rules (`weight_rules`, by a cost model with memory budget KEEP_BYTES):
+  keep   the per-sample gradients g_j^T a_j materialised (a batched matmul, or for a conv with
+         many output positions a grouped convolution's weight gradient), their norms, and the
+         clipped sum as sum_j c_j grad_j;
+  ghost  the "ghost norm" ||g_j^T a_j||^2 = <a_j a_j^T, g_j g_j^T> (two T x T Gram matrices, Bu
+         et al.'s mixed ghost norm, as fedbench.privacy.conv_norms for ghost clipping), and the
+         clipped sum as one matmul (c g)^T a over the batch (for a conv: the weight gradient of
+         the convolution for the output gradient scaled per sample);
+  norm   the per-sample gradients materialised a chunk at a time for their norms only, and the
+         clipped sum as for ghost.
+With c_j = min(1, C/||g_j||) each layer's clipped sum is formed directly from the recorded a
+and g ("book-keeping"), instead of ghost clipping's second backward pass of sum_j c_j loss_j.
 
 Like ghost norms, this assumes that each trainable layer runs once per forward on the batch as
-its first dimension; PrivateGradient checks it at the first batch (the per-sample gradients of
-the first samples against one backward pass per sample) and falls back to vmap otherwise.
+its first dimension (or, for Linear, LayerNorm and Embedding, on k rows per sample one sample
+after another: Swin's windows); PrivateGradient checks it at the first batch (the per-sample
+norms and gradients of the first samples against one backward pass per sample) and falls back
+to vmap otherwise.
 """
 
 from __future__ import annotations
