@@ -25,18 +25,19 @@ sum_j clip(g_j) is computed one of three ways, all exact:
   chunks so that at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and
   summing per chunk.
 
-`auto` (the engine's choice, `auto_method`): bk where every trainable layer has a bk rule, else
-ghost where Opacus has one for every trainable layer, else vmap. Measured private / non-private
-step (benchmarks/dp_ratio.py; benchmarks/results/dp-ratio-cpu.md; CPU: one thread, AMD EPYC,
-thread CPU time):
-    ResNet-18 GN 3x32x32 B 50      bk 1.25x   ghost 2.66x   vmap 4.4x    (H200: ghost 5.8x, vmap 41.5x)
-    ResNet-18 GN 3x16x16 B 16      bk 2.0x    ghost 2.8x    vmap 12.7x
-    cnn digits B 32                bk 1.8x    ghost 2.6x    vmap 8.1x
-    vit_micro + LoRA B 16          bk 1.2x    ghost 2.5x    vmap 3.3x
-    roberta_micro + LoRA B 16      bk 1.2x    ghost 2.1x    vmap cannot trace it
-bk was the fastest exact method on every model where it runs, so it comes first; ghost before
-vmap because ghost was faster on every CPU model and on ResNet-18 on the H200 (on ViT-Base +
-LoRA on the H200, vmap 1.46x against ghost 1.65x: there bk now runs in their place).
+`auto` (the engine's choice, `auto_method`; `privacy.clipping` picks one method instead): bk
+where every trainable layer has a bk rule, else ghost where Opacus has one for every trainable
+layer, else vmap. Private / non-private step measured on the CPU (benchmarks/dp_ratio.py; one
+thread of a loaded 2-core AMD EPYC, thread CPU time; benchmarks/results/dp-ratio-cpu.md):
+    ResNet-18 GN 3x32x32 B 50     bk 1.27x  ghost 2.42x  vmap 3.55x  (H200: ghost 5.8x, vmap 41.5x)
+    ViT-Base + LoRA 224 px B 16   bk 0.95x  ghost 1.48x  vmap 0.95x  (H200: ghost 1.65x, vmap 1.46x)
+    Swin-Base + LoRA 224 px B 16  bk 0.94x  ghost refused vmap 1.04x  (H200: vmap 2.05x)
+    RoBERTa-Base + LoRA 128 B 16  bk 1.02x  ghost 1.57x  vmap cannot trace it
+    cnn digits B 32               bk 1.78x  ghost 2.65x  vmap 7.2x
+    vit_micro + LoRA B 16         bk 1.60x  ghost 2.61x  vmap 2.74x
+bk was the fastest exact method or tied for it (ViT-Base with vmap) on every model, so it comes
+first; ghost before vmap because ghost was faster on every model but ViT-Base (and on the H200
+on ResNet-18: 5.8x against 41.5x; ViT-Base there, vmap 1.46x against 1.65x, now runs bk).
 
 bk and ghost norms assume that each trainable layer sees the batch as its first dimension, one
 row per sample (and, for bk, runs once per forward pass). Layers that reshape the batch break
