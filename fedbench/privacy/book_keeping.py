@@ -68,7 +68,8 @@ WeightRule = Literal["keep", "ghost", "norm"]
 
 #: Cost of one entry of a materialised per-sample gradient, in multiply-adds: it is written,
 #: then read for its norm and for the clipped sum (memory traffic, which a batched matmul with
-#: few positions T cannot hide). CPU, one thread, ResNet-18 GN private step (ms): at 16x16 B 16,
+#: few positions T cannot hide). CPU, one thread, ResNet-18 GN private step (ms, mean of two
+#: best-of-3 runs on a 2-core machine at load 4-7): at 16x16 B 16,
 #: 0 (operations only) 230, 8 139, 32 129, 128 127 (non-private 92); at 32x32 B 50, 8 1236,
 #: 32 1163, 128 1165, 512 1183 (non-private 934). 128 rather than 32: on a GPU memory traffic
 #: costs more operations still.
