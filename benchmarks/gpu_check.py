@@ -1,4 +1,4 @@
-"""`make gpu-check`: everything that needs a GPU, in one go, within about 8 minutes, each part
+"""`make gpu-check`: everything that needs a GPU, in one go, within about 9.5 minutes, each part
 in its own process with its own time limit (one failure or time-out loses only that part).
 
 Parts (docs/performance.md, "make gpu-check"):
@@ -56,11 +56,11 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--scope",
                 "covering",
                 "--budget",
-                "125",
+                "100",
                 "--json",
                 str(results / "gpu-smoke.json"),
             ],
-            150,
+            120,
             "gpu-smoke.json",
         ),
         Part(
@@ -78,7 +78,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--json",
                 str(results / "gpu-agreement.json"),
             ],
-            100,
+            80,
             "gpu-agreement.json",
         ),
         Part(
@@ -99,7 +99,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--out",
                 str(results / "gpu-bench"),
             ],
-            85,
+            180,
             "gpu-bench",
         ),
         Part(
@@ -113,7 +113,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--out",
                 str(results / "gpu-dp"),
             ],
-            50,
+            60,
             "gpu-dp",
         ),
         Part(
@@ -126,7 +126,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--json",
                 str(results / "gpu-profile.json"),
             ],
-            45,
+            40,
             "gpu-profile.json",
         ),
     ]

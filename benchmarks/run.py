@@ -23,10 +23,10 @@ ROOT = HERE.parent
 NPZ = HERE / ".cache" / "cifar_random.npz"
 
 VARIANTS = {
-    "sequential": [],
+    "sequential": ["--set", "runtime.engine=sequential"],
     "vectorized": ["--set", "runtime.engine=vectorized"],
-    "sequential+bf16": ["--set", "runtime.precision=bf16"],
-    "sequential+compile": ["--set", "runtime.compile=true"],
+    "sequential+bf16": ["--set", "runtime.engine=sequential", "--set", "runtime.precision=bf16"],
+    "sequential+compile": ["--set", "runtime.engine=sequential", "--set", "runtime.compile=true"],
     "vectorized+compile": ["--set", "runtime.engine=vectorized", "--set", "runtime.compile=true"],
 }
 BENCHMARKS = {

@@ -221,7 +221,9 @@ class RuntimeConfig(Strict):
     #: bf16 = bfloat16 autocast of forward and backward.
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"
     compile: bool = False
-    engine: Literal["sequential", "vectorized"] = "sequential"
+    #: auto = the engine measured fastest for the run (fedbench.engine.run.resolve_engine):
+    #: vectorized for a compiled small model on the CPU, sequential otherwise.
+    engine: Literal["auto", "sequential", "vectorized"] = "auto"
     checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")
     workers: int | None = Field(default=None, ge=1)
     #: The local launcher runs this many runs at once on each GPU (small models leave most of a
@@ -252,6 +254,27 @@ class RuntimeConfig(Strict):
     def _yaml_on_off(cls, value: Any) -> Any:
         # YAML 1.1 reads an unquoted on/off as true/false.
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
+def _drop_speed_settings(runtime: dict[str, Any]) -> None:
+    """Remove from a runtime section the settings that change speed or memory, not results."""
+    for key in (
+        "workers",
+        "checkpoint_every",
+        "client_state_device",
+        "client_chunk",
+        "cuda_graphs",
+        "loggers",
+        "runs_per_gpu",
+        "gpus_per_run",
+        "cpus_per_run",
+    ):
+        runtime.pop(key, None)
+    # The engines are one computation (they agree to float rounding): `auto`, the default since
+    # it was added, hashes as the sequential engine, the default before it, so that the runs
+    # issued before keep their ids (and resume).
+    if runtime.get("engine") == "auto":
+        runtime["engine"] = "sequential"
 
 
 class RunConfig(Strict):
@@ -323,20 +346,7 @@ class RunConfig(Strict):
 
     def _results_data(self, *, legacy: bool = False) -> dict[str, Any]:
         data = self.to_dict()
-        runtime = data["runtime"]
-        # Settings that change speed or memory but not the results.
-        for key in (
-            "workers",
-            "checkpoint_every",
-            "client_state_device",
-            "client_chunk",
-            "cuda_graphs",
-            "loggers",
-            "runs_per_gpu",
-            "gpus_per_run",
-            "cpus_per_run",
-        ):
-            runtime.pop(key, None)
+        _drop_speed_settings(data["runtime"])
         # Fields added after run ids were first issued, hashed only where they act, so that
         # the runs that do not use them keep their ids (and resume).
         if data["algorithm"].get("lr_schedule_scope") == "round":

@@ -8,7 +8,14 @@ class FedbenchError(Exception):
 
 
 class DivergedError(Exception):
-    """A run produced a non-finite loss or parameter; the engine records `status: diverged`."""
+    """A run produced a non-finite loss or parameter; the engine records `status: diverged`.
+
+    `round` is the first round found non-finite, when the error knows it (the engine reads
+    the device's record of it only at evaluations and checkpoints: `FiniteWatch`)."""
+
+    def __init__(self, message: str, round: int | None = None) -> None:
+        super().__init__(message)
+        self.round = round
 
 
 class Interrupted(FedbenchError):

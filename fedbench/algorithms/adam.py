@@ -3,13 +3,12 @@ them so that the Adam-family local rules reproduce PyTorch's optimizers bit for 
 
 from __future__ import annotations
 
-import math
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import add_coupled_decay_
+from fedbench.algorithms.base import Scalar, add_coupled_decay_, addcdiv_scaled_, sqrt
 
 
 def update_moments_(
@@ -39,7 +38,7 @@ def decay_and_update_moments_(
     local: dict[str, Any],
     p: AdamMoments,
     *,
-    lr: float,
+    lr: Scalar,
     decoupled: bool,
 ) -> None:
     """An Adam-family local step up to its adaptive step, on local["m"] and local["v"], with the
@@ -58,13 +57,14 @@ def adam_step_(
     m: list[Tensor],
     v: list[Tensor],
     *,
-    lr: float,
-    bias_correction1: float,
-    bias_correction2: float,
+    lr: Scalar,
+    bias_correction1: Scalar,
+    bias_correction2: Scalar,
     eps: float,
 ) -> None:
-    """y <- y - lr * (m / bc1) / (sqrt(v / bc2) + eps), computed in torch.optim.Adam's order."""
+    """y <- y - lr * (m / bc1) / (sqrt(v / bc2) + eps), computed in torch.optim.Adam's order
+    (with Python scalars; with 0-d tensor scalars, a captured step, the same up to rounding)."""
     denom = torch._foreach_sqrt(v)
-    torch._foreach_div_(denom, math.sqrt(bias_correction2))
+    torch._foreach_div_(denom, sqrt(bias_correction2))
     torch._foreach_add_(denom, eps)
-    torch._foreach_addcdiv_(y, m, denom, value=-lr / bias_correction1)
+    addcdiv_scaled_(y, m, denom, -lr / bias_correction1)

@@ -12,6 +12,7 @@ a default), so a subclass states what it changes and nothing is probed with geta
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -24,6 +25,10 @@ from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
 
 Tensors = list[Tensor]
 State = dict[str, Any]
+#: A step scalar (eta_r, a bias correction, the step count k): a Python number in the eager
+#: loop, a 0-d float64 tensor on the parameters' device in a captured step
+#: (fedbench.engine.captured), where a Python number would be frozen into the compiled graph.
+Scalar = float | Tensor
 
 
 @dataclass(frozen=True)
@@ -164,6 +169,12 @@ class Algorithm(ABC):
     #: True: the local objective adds `representation_loss` on the model's representation
     #: (fedbench.models.representation; MOON), computed by the sequential engine.
     uses_representation: ClassVar[bool] = False
+    #: True: `local_step` accepts its step scalars (k, info.lr, info.round) as 0-d tensors
+    #: (`Scalar`; written with `add_scaled_`, `addcdiv_scaled_`, `sqrt`), so the whole client
+    #: step compiles into one graph (`runtime.compile`; fedbench.engine.captured). Set where
+    #: tests/engine/test_captured.py shows 0 graph breaks and the eager result; inherited, so a
+    #: subclass that changes `local_step` must check it again.
+    capturable_step: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -313,3 +324,26 @@ def add_coupled_decay_(g: Tensors, y: Tensors, weight_decay: float) -> None:
     """Coupled (L2) weight decay: g <- g + lambda * y (SGD, Adam, FedLADA)."""
     if weight_decay:
         torch._foreach_add_(g, y, alpha=weight_decay)
+
+
+def add_scaled_(y: Tensors, t: Tensors, scale: Scalar) -> None:
+    """y <- y + scale * t, for a Python scale (one fused op, as before) or a 0-d tensor."""
+    if isinstance(scale, Tensor):
+        torch._foreach_add_(y, torch._foreach_mul(t, scale))
+    else:
+        torch._foreach_add_(y, t, alpha=scale)
+
+
+def addcdiv_scaled_(y: Tensors, a: Tensors, b: Tensors, scale: Scalar) -> None:
+    """y <- y + scale * a / b, for a Python scale (one fused op, as before) or a 0-d tensor."""
+    if isinstance(scale, Tensor):
+        quotient = torch._foreach_div(a, b)
+        torch._foreach_mul_(quotient, scale)
+        torch._foreach_add_(y, quotient)
+    else:
+        torch._foreach_addcdiv_(y, a, b, value=scale)
+
+
+def sqrt(value: Scalar) -> Scalar:
+    """The square root of a Python number or of a 0-d tensor."""
+    return value.sqrt() if isinstance(value, Tensor) else math.sqrt(value)

@@ -52,29 +52,41 @@ class BlockPartition:
             return [int(first[b] == i) for i, b in enumerate(self.shared)]
         return [1 if groups is None else len(groups) for groups in self.row_groups]
 
+    def _indices(self, device: torch.device) -> _Indices:
+        """The partition's index tensors on `device`, made once per device: a block mean or an
+        expansion then costs a few ops per tensor (not one per block: thousands for ViT's
+        per-row blocks) and no copy from the host (which waits for the device on a GPU)."""
+        cache: dict[torch.device, _Indices] = self.__dict__.setdefault("_index_cache", {})
+        if device not in cache:
+            cache[device] = _Indices.build(self, device)
+        return cache[device]
+
     def means(self, tensors: list[Tensor]) -> Tensor:
         """The block means of `tensors` as one vector of length n_blocks."""
         if self.whole_model:
             total = torch.stack([t.sum() for t in tensors]).sum()
             return (total / sum(t.numel() for t in tensors)).reshape(1)
+        index = self._indices(tensors[0].device)
         if self.shared is not None:
-            ids = torch.tensor(self.shared, device=tensors[0].device)
+            assert index.shared is not None and index.shared_sizes is not None
             sums = torch.stack([t.sum() for t in tensors])
-            sizes = torch.tensor([float(t.numel()) for t in tensors], dtype=sums.dtype)
             totals = torch.zeros(self.n_blocks, dtype=sums.dtype, device=sums.device)
             counts = torch.zeros_like(totals)
-            totals.index_add_(0, ids, sums)
-            counts.index_add_(0, ids, sizes.to(sums.device))
+            totals.index_add_(0, index.shared, sums)
+            counts.index_add_(0, index.shared, index.shared_sizes.to(sums.dtype))
             return totals / counts
         parts = []
-        for t, groups in zip(tensors, self.row_groups, strict=True):
-            if groups is None:
+        for t, groups, rows in zip(tensors, self.row_groups, index.rows, strict=True):
+            if groups is None or rows is None:
                 parts.append(t.mean().reshape(1))
             else:
                 # Every row has the same size, so a block mean is the mean of its row means.
                 # Rows: sum(groups) of them (dim 0, or the token dim of a (1, N, D) table).
                 row_means = t.reshape(sum(groups), -1).mean(dim=1)
-                parts.append(torch.stack([seg.mean() for seg in row_means.split(groups)]))
+                block_of_row, rows_per_block = rows
+                sums = torch.zeros(len(groups), dtype=t.dtype, device=t.device)
+                sums.index_add_(0, block_of_row, row_means)
+                parts.append(sums / rows_per_block.to(t.dtype))
         return torch.cat(parts)
 
     def expand(self, block_means: Tensor) -> list[Tensor]:
@@ -94,12 +106,43 @@ class BlockPartition:
                 offset += 1
             else:
                 local = block_means[offset : offset + len(groups)]
-                sizes = torch.tensor(groups, device=block_means.device)
-                rows = local.repeat_interleave(sizes)
+                rows_of = self._indices(block_means.device).rows[len(out)]
+                assert rows_of is not None
+                rows = local.index_select(0, rows_of[0])  # each row's block mean
                 width = shape.numel() // len(rows)
                 out.append(rows.unsqueeze(1).expand(len(rows), width).reshape(shape).contiguous())
                 offset += len(groups)
         return out
+
+
+@dataclass(frozen=True)
+class _Indices:
+    """A partition's index tensors on one device (BlockPartition._indices)."""
+
+    #: Per tensor with row groups: (the block of each row, the rows of each block); else None.
+    rows: list[tuple[Tensor, Tensor] | None]
+    #: blocks: module: the block of each tensor, and each tensor's number of entries.
+    shared: Tensor | None = None
+    shared_sizes: Tensor | None = None
+
+    @classmethod
+    def build(cls, partition: BlockPartition, device: torch.device) -> _Indices:
+        rows: list[tuple[Tensor, Tensor] | None] = []
+        for groups in partition.row_groups:
+            if groups is None:
+                rows.append(None)
+                continue
+            sizes = torch.tensor(groups)
+            block_of_row = torch.repeat_interleave(torch.arange(len(groups)), sizes)
+            rows.append((block_of_row.to(device), sizes.to(device)))
+        if partition.shared is None:
+            return cls(rows)
+        numel = [float(torch.Size(s).numel()) for s in partition.shapes]
+        return cls(
+            rows,
+            torch.tensor(partition.shared, device=device),
+            torch.tensor(numel, dtype=torch.float64, device=device),
+        )
 
 
 #: The `blocks:` values of fedadamw (docs/algorithms.md, "Block partitions").

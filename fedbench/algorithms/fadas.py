@@ -54,6 +54,7 @@ class FADAS(Algorithm):
     """Local SGD; server AMSGrad (running max of v) with Adam's bias correction."""
 
     Params = FADASConfig
+    capturable_step = True
     paper = "Wang et al., ICML 2024, FADAS (synchronous form; code yujiaw98/FADAS, fedams)"
     params: FADASConfig
 

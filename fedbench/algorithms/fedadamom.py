@@ -55,6 +55,7 @@ class FedAdamom(Algorithm):
     """Local SGD; server momentum with a per-coordinate, v-adaptive beta1."""
 
     Params = FedAdamomConfig
+    capturable_step = True
     paper = "FedAdamom, CVPR 2026 (server adaptive momentum)"
     params: FedAdamomConfig
 

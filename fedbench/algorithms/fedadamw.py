@@ -33,8 +33,10 @@ from fedbench.algorithms.base import (
     Floats,
     ParamSpec,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
+    add_scaled_,
     mean_gradient,
     zeros_like,
 )
@@ -98,6 +100,7 @@ class FedAdamW(Algorithm):
     """Local AdamW + block-mean v aggregation + global update alignment."""
 
     Params = FedAdamWConfig
+    capturable_step = True
     paper = "Liu et al. 2026 (AAAI), FedAdamW, Algorithm 2"
     params: FedAdamWConfig
 
@@ -172,7 +175,7 @@ class FedAdamW(Algorithm):
             local["align"] = torch._foreach_mul(server["delta_g"], p.align_weight)
         return local
 
-    def _bias_corrections(self, k: int, info: RoundInfo) -> tuple[float, float]:
+    def _bias_corrections(self, k: Scalar, info: RoundInfo) -> tuple[Scalar, Scalar]:
         p = self.params
         t = info.round * info.local_steps + k
         # m restarts from zero each round unless it is aggregated; the public script still
@@ -196,10 +199,10 @@ class FedAdamW(Algorithm):
         )
         self._adaptive_step_(y, local, bc1, bc2, step_info)
         if p.align_weight:
-            torch._foreach_add_(y, local["align"], alpha=-info.lr)
+            add_scaled_(y, local["align"], -info.lr)
 
     def _adaptive_step_(
-        self, y: Tensors, local: State, bc1: float, bc2: float, info: RoundInfo
+        self, y: Tensors, local: State, bc1: Scalar, bc2: Scalar, info: RoundInfo
     ) -> None:
         """y <- y - eta_r * m_hat / (sqrt(v_hat) + eps); DP-FedAdamW changes the denominator."""
         adam_step_(

@@ -8,10 +8,17 @@ comm_up d, comm_down d (docs/algorithms.md, "Local SGD and server-side methods")
 
 from __future__ import annotations
 
-import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.base import (
+    Algorithm,
+    RoundInfo,
+    Scalar,
+    State,
+    Tensors,
+    add_coupled_decay_,
+    add_scaled_,
+)
 from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -22,10 +29,10 @@ class FedAvgConfig(AlgorithmConfig):
     weight_decay: float = Field(default=1.0e-3, ge=0)
 
 
-def sgd_step_(y: Tensors, g: Tensors, *, lr: float, weight_decay: float) -> None:
+def sgd_step_(y: Tensors, g: Tensors, *, lr: Scalar, weight_decay: float) -> None:
     """y <- y - lr * (g + weight_decay * y); shared by the local-SGD family."""
     add_coupled_decay_(g, y, weight_decay)
-    torch._foreach_add_(y, g, alpha=-lr)
+    add_scaled_(y, g, -lr)
 
 
 @ALGORITHMS.register("fedavg")
@@ -34,6 +41,7 @@ class FedAvg(Algorithm):
 
     Params = FedAvgConfig
     paper = "McMahan et al. 2017 (AISTATS)"
+    capturable_step = True
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

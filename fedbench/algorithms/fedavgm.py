@@ -29,6 +29,7 @@ class FedAvgM(Algorithm):
     """Local SGD, server heavy-ball momentum on the averaged update."""
 
     Params = FedAvgMConfig
+    capturable_step = True
     paper = "Hsu et al. 2019 (arXiv:1909.06335)"
     params: FedAvgMConfig
 

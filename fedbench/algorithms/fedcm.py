@@ -43,6 +43,7 @@ class FedCM(Algorithm):
     """Local SGD on a client-level momentum: alpha * g + (1 - alpha) * global direction."""
 
     Params = FedCMConfig
+    capturable_step = True
     paper = "Xu et al. 2021 (arXiv:2106.10874), FedCM"
     params: FedCMConfig
 

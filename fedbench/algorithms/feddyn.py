@@ -34,6 +34,7 @@ from fedbench.algorithms.base import (
     State,
     Tensors,
     add_coupled_decay_,
+    add_scaled_,
     zeros_like,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
@@ -61,6 +62,7 @@ class FedDyn(Algorithm):
     """Local SGD on a dynamically regularised objective; server state h over all N clients."""
 
     Params = FedDynConfig
+    capturable_step = True
     paper = "Acar et al. 2021 (ICLR), FedDyn, Algorithm 1"
     client_state_desc = "grad_i, its loss gradient at its last local model (d floats)"
     params: FedDynConfig
@@ -81,7 +83,7 @@ class FedDyn(Algorithm):
         add_coupled_decay_(g, y, self.params.weight_decay)
         torch._foreach_sub_(g, local["grad"])
         torch._foreach_add_(g, torch._foreach_sub(y, local["x"]), alpha=alpha)
-        torch._foreach_add_(y, g, alpha=-info.lr)
+        add_scaled_(y, g, -info.lr)
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import torch
 from pydantic import Field
+from torch import Tensor
 
 from fedbench.algorithms.base import ClientUpload, RoundInfo, State, Tensors
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
@@ -37,18 +38,19 @@ class FedExPConfig(FedAvgConfig):
     )
 
 
-def squared_norm(tensors: Tensors) -> float:
-    """||t||^2 over a list of tensors, accumulated in float64."""
-    return float(sum(torch.sum(t.double() ** 2) for t in tensors))
+def squared_norm(tensors: Tensors) -> Tensor:
+    """||t||^2 over a list of tensors, accumulated in float64 (a device scalar)."""
+    return torch.stack([torch.sum(t.double() ** 2) for t in tensors]).sum()
 
 
 def extrapolation_step_size(
     uploads: Sequence[ClientUpload], mean_delta: Tensors, eps: float
-) -> float:
-    """eta_g = max(1, sum_i w_i ||Delta_i||^2 / (2 sum_i w_i (||Delta_bar||^2 + eps)))."""
+) -> Tensor:
+    """eta_g = max(1, sum_i w_i ||Delta_i||^2 / (2 sum_i w_i (||Delta_bar||^2 + eps))), as a
+    float64 device scalar (the server step reads no value back to the host)."""
     total_weight = sum(u.weight for u in uploads)
-    spread = sum(u.weight * squared_norm(u.tensors["delta"]) for u in uploads)
-    return max(1.0, spread / (2.0 * total_weight * (squared_norm(mean_delta) + eps)))
+    spread = torch.stack([u.weight * squared_norm(u.tensors["delta"]) for u in uploads]).sum()
+    return torch.clamp(spread / (2.0 * total_weight * (squared_norm(mean_delta) + eps)), min=1.0)
 
 
 @ALGORITHMS.register("fedexp")
@@ -69,7 +71,7 @@ class FedExP(FedAvg):
         raise TypeError("FedExP's server step needs every upload: call server_update_with_uploads")
 
     def init_server_state(self, x: Tensors) -> State:
-        return {"step_size": 1.0}  # the last round's eta_g, kept for inspection
+        return {"step_size": torch.ones((), dtype=torch.float64, device=x[0].device)}
 
     def server_update_with_uploads(
         self,
@@ -81,4 +83,4 @@ class FedExP(FedAvg):
     ) -> None:
         step = extrapolation_step_size(uploads, mean["delta"], self.params.eps)
         server["step_size"] = step
-        torch._foreach_add_(x, mean["delta"], alpha=self.params.server_lr * step)
+        torch._foreach_add_(x, torch._foreach_mul(mean["delta"], step), alpha=self.params.server_lr)

@@ -24,6 +24,7 @@ from fedbench.algorithms.base import (
     RoundInfo,
     State,
     Tensors,
+    add_scaled_,
     mean_gradient,
     tensor_means,
     zeros_like,
@@ -51,6 +52,7 @@ class FedLADA(Algorithm):
     """Local AMSGrad from the averaged v, amended by the previous round's global gradient."""
 
     Params = FedLADAConfig
+    capturable_step = True
     paper = "Sun et al. 2023 (TPAMI), FedLADA"
     params: FedLADAConfig
 
@@ -97,7 +99,7 @@ class FedLADA(Algorithm):
             bias_correction2=1.0,
             eps=p.eps,
         )
-        torch._foreach_add_(y, local["amend"], alpha=-info.lr)
+        add_scaled_(y, local["amend"], -info.lr)
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo

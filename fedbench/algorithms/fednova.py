@@ -59,7 +59,9 @@ class FedNova(FedAvg):
     def server_update(
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
-        tau_eff = float(mean["tau"][0])
-        # tau_eff / K: exactly 1 when every client ran K steps (FedAvg's step).
-        scale = self.params.server_lr * (tau_eff / info.local_steps)
-        torch._foreach_add_(x, mean["delta"], alpha=scale)
+        # tau_eff / K, a device scalar (no host sync): exactly 1 when every client ran K steps,
+        # and multiplying by 1 is exact, so the step is FedAvg's bit for bit.
+        ratio = mean["tau"][0] / info.local_steps
+        torch._foreach_add_(
+            x, torch._foreach_mul(mean["delta"], ratio), alpha=self.params.server_lr
+        )

@@ -102,6 +102,7 @@ class FedOpt(Algorithm):
 @ALGORITHMS.register("fedadam")
 class FedAdam(FedOpt):
     Params = FedAdamConfig
+    capturable_step = True
     variant = "adam"
 
 

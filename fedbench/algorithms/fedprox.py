@@ -12,7 +12,14 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, add_coupled_decay_
+from fedbench.algorithms.base import (
+    Algorithm,
+    RoundInfo,
+    State,
+    Tensors,
+    add_coupled_decay_,
+    add_scaled_,
+)
 from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -29,6 +36,7 @@ class FedProx(Algorithm):
     """Local SGD with a proximal pull towards the round's global model."""
 
     Params = FedProxConfig
+    capturable_step = True
     paper = "Li et al. 2020 (MLSys), FedProx"
     params: FedProxConfig
 
@@ -43,4 +51,4 @@ class FedProx(Algorithm):
         add_coupled_decay_(g, y, p.weight_decay)
         if p.mu:
             torch._foreach_add_(g, torch._foreach_sub(y, local["x"]), alpha=p.mu)
-        torch._foreach_add_(y, g, alpha=-info.lr)
+        add_scaled_(y, g, -info.lr)

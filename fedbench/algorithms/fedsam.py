@@ -52,7 +52,8 @@ class FedSAM(FedAvg):
         g1 = gradient()
         with torch.no_grad():
             norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g1)))
-            e = torch._foreach_mul(g1, self.params.rho / (float(norm) + 1e-12))
+            # rho / (||g1|| + 1e-12) stays a device scalar: no host sync inside the step.
+            e = torch._foreach_mul(g1, self.params.rho / (norm + 1e-12))
             torch._foreach_add_(y, e)
         g2 = gradient()
         with torch.no_grad():

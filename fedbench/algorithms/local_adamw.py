@@ -37,6 +37,7 @@ class LocalAdamW(Algorithm):
     """AdamW restarted from zero moments every round."""
 
     Params = LocalAdamWConfig
+    capturable_step = True
     paper = "Loshchilov & Hutter 2019; baseline of Liu et al. 2026 (FedAdamW)"
     params: LocalAdamWConfig
     #: AdamW's decoupled decay; Local Adam adds lambda*y to g before the moments instead.

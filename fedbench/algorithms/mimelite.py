@@ -28,6 +28,7 @@ from fedbench.algorithms.base import (
     State,
     Tensors,
     add_coupled_decay_,
+    add_scaled_,
     zeros_like,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
@@ -84,7 +85,7 @@ class MimeLite(Algorithm):
             torch._foreach_copy_(local["c"], g)
         torch._foreach_mul_(g, 1.0 - self.params.beta)
         torch._foreach_add_(g, local["beta_m"])
-        torch._foreach_add_(y, g, alpha=-info.lr)
+        add_scaled_(y, g, -info.lr)
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo

@@ -24,6 +24,7 @@ from fedbench.algorithms.base import (
     State,
     Tensors,
     add_coupled_decay_,
+    add_scaled_,
     zeros_like,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
@@ -40,6 +41,7 @@ class Scaffold(Algorithm):
     """Local SGD with client/server control variates (variance reduction of client drift)."""
 
     Params = ScaffoldConfig
+    capturable_step = True
     paper = "Karimireddy et al. 2020 (ICML), option II"
     client_state_desc = "c_i (d floats)"
     params: ScaffoldConfig
@@ -73,7 +75,7 @@ class Scaffold(Algorithm):
     def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
         add_coupled_decay_(g, y, self.params.weight_decay)
         torch._foreach_add_(g, local["correction"])  # g + lambda*y - c_i + c
-        torch._foreach_add_(y, g, alpha=-info.lr)
+        add_scaled_(y, g, -info.lr)
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo

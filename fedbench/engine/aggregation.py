@@ -18,9 +18,36 @@ from fedbench.errors import DivergedError
 from fedbench.privacy.client_level import ClientLevelRound
 
 
-def all_finite(tensors: list[Tensor]) -> bool:
-    """True when no entry is NaN or infinite (one host sync for the whole list)."""
-    return bool(torch.isfinite(torch.stack([t.float().sum() for t in tensors])).all())
+class FiniteWatch:
+    """The first round whose mean update was not finite, recorded on the device.
+
+    A host-side check after every round would make the host wait for the device once per
+    round; instead each round adds its verdict to a 0-d device tensor (no sync), and `check`
+    reads it (one sync) where the engine reads the device anyway: before an evaluation, before
+    a checkpoint is written, and at the end of the run. The error names the first non-finite
+    round, as a check after every round would; the rounds trained after it are lost work only.
+    """
+
+    def __init__(self) -> None:
+        #: 0 while every observed round was finite, else the first non-finite round (1-based).
+        self.first_bad: Tensor | None = None
+
+    def observe(self, tensors: list[Tensor], round_number: int) -> None:
+        """Record whether `tensors` (round `round_number`'s mean update) are all finite."""
+        finite = torch.isfinite(torch.stack([t.float().sum() for t in tensors])).all()
+        here = (~finite).to(torch.int64) * round_number
+        if self.first_bad is None:
+            self.first_bad = here
+        else:
+            self.first_bad = torch.where(self.first_bad > 0, self.first_bad, here)
+
+    def check(self) -> None:
+        """Raise DivergedError if any observed round was not finite (one host sync)."""
+        if self.first_bad is None:
+            return
+        first = int(self.first_bad)
+        if first:
+            raise DivergedError(f"non-finite model update in round {first}", round=first)
 
 
 class Aggregator:
@@ -155,19 +182,19 @@ def finish_round(
     server: State,
     global_buffers: list[Tensor],
     info: RoundInfo,
+    watch: FiniteWatch,
 ) -> dict[str, Any] | None:
-    """Aggregate -> check finiteness -> diagnostics -> server step -> global buffers.
+    """Aggregate -> record finiteness -> diagnostics -> server step -> global buffers.
 
     Updates x, the server state and the global buffers in place; returns the round's
-    diagnostics (None without them). Raises DivergedError on a non-finite mean update, the
-    round's one host-side finiteness check.
+    diagnostics (None without them). Whether the mean update is finite goes to `watch`, on the
+    device: outside diagnostic rounds nothing here reads a device value back.
     """
     if results.client_dp is not None:
         mean = results.client_dp.privatise(results.uploads.sums)
     else:
         mean = results.uploads.means()
-    if not all_finite(mean["delta"]):
-        raise DivergedError(f"non-finite model update in round {info.round + 1}")
+    watch.observe(mean["delta"], info.round + 1)
     diagnostics = (
         round_diagnostics(results.uploads, mean, results.v_means, results.step_ratios)
         if results.diagnostics

@@ -112,7 +112,7 @@ def run_bench(
         torch.cuda.reset_peak_memory_stats(device)
     with tempfile.TemporaryDirectory(prefix="fedbench-bench-") as tmp:
         engine = select_engine(setup, RunFolder(Path(tmp)), None)
-        engine_name = "vectorized" if type(engine).__name__ == "VectorizedEngine" else "sequential"
+        engine_name = engine.name
         bare = BareLoop(setup)
         steps_per_round = len(setup.schedule[0]) * cfg.fl.local_steps
 

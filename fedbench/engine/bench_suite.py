@@ -82,24 +82,41 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def precisions(device: torch.device) -> list[str]:
-    # bf16 autocast and TF32 are GPU features; on a CPU they only measure emulation.
-    return ["fp32", "tf32", "bf16"] if device.type == "cuda" else ["fp32"]
+def variants(device: torch.device) -> list[tuple[str, str, bool]]:
+    """The (engine, precision, compile) rows of a suite on `device`.
+
+    On CUDA: sequential fp32 (the exact baseline), sequential bf16 (the fastest measured on an
+    H200: eager steps with the forward + backward replayed as CUDA graphs), its whole-step
+    compiled twin (fedbench.engine.captured) and the vectorised engine in bf16. TF32 rows are
+    left out (between fp32 and bf16 on the H200: 255 vs 106 and 298). On a CPU bf16 and TF32
+    only measure emulation, and compiling a paper-size model takes minutes: both engines in
+    fp32."""
+    if device.type == "cuda":
+        return [
+            ("sequential", "fp32", False),
+            ("sequential", "bf16", False),
+            ("sequential", "bf16", True),
+            ("vectorized", "bf16", False),
+        ]
+    return [(engine, "fp32", False) for engine in ENGINES]
+
+
+def variant_key(engine: str, precision: str, compiled: bool) -> str:
+    """A row's name in the projection: engine/precision, +compile when compiled."""
+    return f"{engine}/{precision}" + ("+compile" if compiled else "")
 
 
 def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Projected Table 1 hours per (engine, precision) and with each model's fastest variant."""
     per_model = TABLE1_CLIENT_STEPS / len(WORKLOADS)
-    rate: dict[tuple[str, str], dict[str, float]] = {}
+    rate: dict[str, dict[str, float]] = {}
     for r in rows:
-        rate.setdefault((r["engine_requested"], r["precision"]), {})[r["workload"]] = r[
-            "client_steps_per_s"
-        ]
+        key = variant_key(r["engine_requested"], r["precision"], bool(r.get("compile")))
+        rate.setdefault(key, {})[r["workload"]] = r["client_steps_per_s"]
     out: dict[str, Any] = {}
-    for (engine, precision), by_model in rate.items():
+    for key, by_model in rate.items():
         if len(by_model) == len(WORKLOADS):
-            hours = sum(per_model / s / 3600 for s in by_model.values())
-            out[f"{engine}/{precision}"] = round(hours, 2)
+            out[key] = round(sum(per_model / s / 3600 for s in by_model.values()), 2)
     best = {w: max(r["client_steps_per_s"] for r in rows if r["workload"] == w) for w in WORKLOADS}
     if all(w in {r["workload"] for r in rows} for w in WORKLOADS):
         out["best_per_model"] = round(sum(per_model / s / 3600 for s in best.values()), 2)
@@ -107,14 +124,22 @@ def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _row(
-    config: Path, engine: str, precision: str, sets: list[str], options: list[str]
+    config: Path,
+    engine: str,
+    precision: str,
+    compiled: bool,
+    sets: list[str],
+    options: list[str],
 ) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "fedbench", "bench", str(config), "--json", *options]
-    for item in (f"runtime.engine={engine}", f"runtime.precision={precision}", *sets):
+    runtime = [f"runtime.engine={engine}", f"runtime.precision={precision}"]
+    runtime += [f"runtime.compile={str(compiled).lower()}"]
+    for item in (*runtime, *sets):
         cmd += ["--set", item]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise FedbenchError(f"bench row {engine}/{precision} failed: {proc.stderr.strip()[-500:]}")
+        name = variant_key(engine, precision, compiled)
+        raise FedbenchError(f"bench row {name} failed: {proc.stderr.strip()[-500:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -143,17 +168,17 @@ def run_suite(
         for workload, model in WORKLOADS.items():
             config = Path(tmp) / f"{workload}.yaml"
             config.write_text(yaml.safe_dump(table1_config(npz_path, model)))
-            for engine in ENGINES:
-                for precision in precisions(device):
-                    row = _row(config, engine, precision, sets, options)
-                    row.update(workload=workload, engine_requested=engine)
-                    row["ms_per_client_step"] = 1000.0 / row["client_steps_per_s"]
-                    rows.append(row)
-                    if log is not None:
-                        log(
-                            f"{workload} {engine} {precision}: {row['client_steps_per_s']:.2f} "
-                            f"client steps/s, engine peak {row['engine_peak_mem_mb']:.0f} MB"
-                        )
+            for engine, precision, compiled in variants(device):
+                row = _row(config, engine, precision, compiled, sets, options)
+                row.update(workload=workload, engine_requested=engine)
+                row["ms_per_client_step"] = 1000.0 / row["client_steps_per_s"]
+                rows.append(row)
+                if log is not None:
+                    log(
+                        f"{workload} {variant_key(engine, precision, compiled)}: "
+                        f"{row['client_steps_per_s']:.2f} client steps/s, "
+                        f"engine peak {row['engine_peak_mem_mb']:.0f} MB"
+                    )
     name = device_name(device)
     # Other jobs on the CPU slow every row down: such figures would mislead each estimate made
     # from them (fedbench.runner.estimate reads no file marked unrepresentative).

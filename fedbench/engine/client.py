@@ -19,6 +19,7 @@ from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
 from fedbench.engine.aggregation import local_step_sizes
+from fedbench.engine.captured import CapturedStep
 from fedbench.privacy.mechanism import (
     PoissonBatches,
     PrivateGradient,
@@ -64,6 +65,9 @@ class LocalTraining:
     represent: Callable[[Tensor], Tensor] | None = None
     classify: Callable[[Tensor], Tensor] | None = None
     represent_with: Callable[[list[Tensor], Tensor], Tensor] | None = None
+    #: The whole step compiled as one function (`runtime.compile`, fedbench.engine.captured),
+    #: or None: the eager step below.
+    captured: CapturedStep | None = None
 
 
 def _batch_order(
@@ -138,6 +142,32 @@ def _hand_full_gradient(
         run.algorithm.take_full_gradient(g, [p.detach() for p in run.params], local, info)
 
 
+def _gradient_oracle(
+    run: LocalTraining,
+    xb: Tensor,
+    yb: Tensor,
+    local: State,
+    info: RoundInfo,
+    cast: contextlib.AbstractContextManager[object],
+    n_local: int,
+    noise: torch.Generator | None,
+) -> Callable[[], list[Tensor]]:
+    """g at the current parameters for the batch (xb, yb): privatised (per-sample clipping and
+    noise) in a private run, else the clipped gradient of the local loss."""
+
+    def gradient() -> list[Tensor]:
+        if run.private is not None:
+            assert noise is not None  # a private run draws its noise from the client's generator
+            return run.private(xb, yb, n_local=n_local, generator=noise)
+        with cast:
+            loss = _local_loss(run, xb, yb, local, info)
+        grads = list(torch.autograd.grad(loss, run.params))
+        clip_grad_norm_(grads, run.grad_clip)
+        return grads
+
+    return gradient
+
+
 def run_client(
     run: LocalTraining,
     *,
@@ -157,12 +187,13 @@ def run_client(
     a function computing g at the current parameters (one call by default; DP-FedSAM: two).
     """
     model, params, algorithm = run.model, run.params, run.algorithm
-    data, prepare, private, grad_clip = run.data, run.prepare, run.private, run.grad_clip
+    data, prepare, private = run.data, run.prepare, run.private
     seed, autocast = run.seed, run.autocast
     client_key = client_seed(seed, info.round, client)
     generator = torch.Generator().manual_seed(client_key)
     torch.manual_seed(client_key)  # dropout: a function of (seed, round, client) only
     n_local = samples.numel()
+    noise = None
     if private is not None:
         noise = noise_generator(samples.device, client_key)
         info = dataclasses.replace(info, grad_noise_std=private.noise_std(n_local))
@@ -186,18 +217,12 @@ def run_client(
             xb = prepare(xb)
         if run.channels_last and xb.ndim == 4:
             xb = xb.contiguous(memory_format=torch.channels_last)
-
-        def gradient(xb: Tensor = xb, yb: Tensor = yb) -> list[Tensor]:
-            if private is not None:
-                return private(xb, yb, n_local=n_local, generator=noise)
-            with cast:
-                loss = _local_loss(run, xb, yb, local, info)
-            grads = list(torch.autograd.grad(loss, params))
-            clip_grad_norm_(grads, grad_clip)
-            return grads
-
         before = [p.detach().clone() for p in params] if measure_steps else None
-        algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
+        if run.captured is not None:
+            run.captured(local, xb, yb, k, info.at_step(k))
+        else:
+            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise)
+            algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
         if before is not None:
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))
     if not measure_steps:

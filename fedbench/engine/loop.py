@@ -24,7 +24,8 @@ from fedbench.engine.accelerate import (
     cuda_graphs_wanted,
     use_channels_last,
 )
-from fedbench.engine.aggregation import RoundResults, finish_round
+from fedbench.engine.aggregation import FiniteWatch, RoundResults, finish_round
+from fedbench.engine.captured import CapturedStep, captured_unsupported
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.checkpoint_state import checkpoint_problem
 from fedbench.engine.client import LocalTraining, run_client
@@ -68,6 +69,9 @@ def rounds_to_target(rows: list[dict[str, Any]], target: float | None) -> int | 
 class Engine:
     """Runs one configured federation in a run folder, resuming from its checkpoint."""
 
+    #: The engine's name in summary.json and `fedbench bench` (runtime.engine's values).
+    name = "sequential"
+
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         self.setup = setup
         self.cfg: RunConfig = setup.cfg
@@ -90,14 +94,20 @@ class Engine:
             "v_spread": None,
             "local_step_ratio": None,
         }
-        self.forward: Callable[[Tensor], Tensor] = (
-            torch.compile(model) if runtime.compile else model
-        )
-        if cuda_graphs_wanted(self.cfg, setup.device):
-            self.forward = GraphedForward(model)
         plan = (
             setup.privacy if setup.privacy is not None and setup.privacy.level == "sample" else None
         )
+        #: What `runtime.compile` compiles: the whole client step where it can be captured,
+        #: else the model's forward (None: nothing compiled).
+        self.captured = self._captured_step(plan is not None) if runtime.compile else None
+        self.compiled = None if not runtime.compile else "step" if self.captured else "forward"
+        #: Why a compiled whole step fell back to its eager form (CompiledOrEager), if it did.
+        self.compile_fallback: str | None = None
+        self.forward: Callable[[Tensor], Tensor] = (
+            torch.compile(model) if self.compiled == "forward" else model
+        )
+        if cuda_graphs_wanted(self.cfg, setup.device):
+            self.forward = GraphedForward(model)
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         self.local_training = LocalTraining(
             model=model,
@@ -113,16 +123,29 @@ class Engine:
             channels_last=channels_last,
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
+            captured=self.captured,
             **self._representation(model),
         )
         n_train = setup.data.n_train
         subset = train_subset_indices(n_train, self.cfg.eval.train_subset, self.cfg.seed)
         self.train_eval_idx = torch.as_tensor(subset, device=setup.device)
+        #: Whether every round's mean update was finite, kept on the device (read at evaluations
+        #: and checkpoints, so that a round itself never waits for the device).
+        self.watch = FiniteWatch()
         self.metrics_rows = 0
         self.elapsed_before = 0.0
         #: Where the final model goes (`--save-model`), written before the summary: a run is
         #: finished only with its model.pt in place, so a kill while writing it is resumed.
         self.model_file: Path | None = None
+
+    def _captured_step(self, private: bool) -> CapturedStep | None:
+        """The compiled whole client step, where the run allows one (fedbench.engine.captured)."""
+        s = self.setup
+        if captured_unsupported(s.algorithm, private) is not None:
+            return None
+        return CapturedStep(
+            s.model, s.algorithm, self.cfg.algorithm.grad_clip, self.autocast, s.device
+        )
 
     # --- state ----------------------------------------------------------------------------------
     def _load_global(self) -> None:
@@ -314,7 +337,13 @@ class Engine:
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
         found = finish_round(
-            results, self.setup.algorithm, self.x, self.server, self.global_buffers, info
+            results,
+            self.setup.algorithm,
+            self.x,
+            self.server,
+            self.global_buffers,
+            info,
+            self.watch,
         )
         if results.client_dp is not None:
             self.server[CLIENT_DP_KEY]["clip"] = results.client_dp.new_clip
@@ -344,6 +373,7 @@ class Engine:
                 elapsed = self.elapsed_before + time.perf_counter() - t0
                 row = None
                 if evaluated:
+                    self.watch.check()
                     row = self._evaluate(done, lr, elapsed)
                     if not (
                         row["train_loss"] == row["train_loss"]
@@ -360,15 +390,22 @@ class Engine:
                     and done % cfg.runtime.checkpoint_every == 0
                     and done < rounds
                 ):
+                    self.watch.check()  # a checkpoint holds finite weights only
                     self._checkpoint(done, elapsed)
                 progress.advance(done, row)
         except DivergedError as exc:
             status, error = "diverged", str(exc)
-            diverged_round = r + 1
+            diverged_round = exc.round if exc.round is not None else r + 1
         finally:
             progress.close()
         wall = self.elapsed_before + time.perf_counter() - t0
         return self._summary(status, error, diverged_round, wall)
+
+    def _compile_fallback(self) -> str | None:
+        """Why the compiled whole step fell back to eager, if it did (sequential or vectorised)."""
+        if self.captured is not None and self.captured.step.fallback is not None:
+            return self.captured.step.fallback
+        return self.compile_fallback
 
     def _note_clipping(self) -> None:
         """Say once (after the first round, where the method is checked) when a sample-DP run
@@ -376,6 +413,11 @@ class Engine:
         private = self.private
         if private is not None and private.fallback is not None and self.console is not None:
             self.console.print(f"note: {private.fallback}", highlight=False, soft_wrap=True)
+        fallback = self._compile_fallback()
+        if fallback is not None and self.console is not None:
+            self.console.print(
+                f"note: {fallback}; the step runs eagerly", highlight=False, soft_wrap=True
+            )
 
     def _summary(
         self, status: str, error: str | None, diverged_round: int | None, wall: float
@@ -404,7 +446,12 @@ class Engine:
             "epsilon": s.privacy.epsilon() if s.privacy else None,
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
+            "engine": self.name,
             "dp_clipping": self.private.method if self.private is not None else None,
+            # runtime.compile: "step" (the whole client step, one graph), "forward", "gradient"
+            # (the vectorised engine's gradient alone), or None; and why a step fell back
+            "compiled": self.compiled,
+            "compile_fallback": self._compile_fallback(),
             # what the accountant analysed; "accounting": exact | approximate | upper bound
             "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),

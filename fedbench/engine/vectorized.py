@@ -30,16 +30,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 from rich.console import Console
 from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
-from fedbench.algorithms.base import RoundInfo
+from fedbench.algorithms.base import RoundInfo, Scalar, State
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import batchnorm_in_float32
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
+from fedbench.engine.captured import CompiledOrEager, captured_unsupported, compile_per_owner
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
@@ -74,6 +76,8 @@ def clip_per_client_(grads: list[Tensor], max_norm: float | None) -> None:
 
 class VectorizedEngine(Engine):
     """Engine whose rounds train the sampled clients together (see the module docstring)."""
+
+    name = "vectorized"
 
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         super().__init__(setup, folder, console)
@@ -111,9 +115,69 @@ class VectorizedEngine(Engine):
             randomness="different",
         )
         self._per_client_bytes: int | None = None
+        #: The stacked step (gradients, per-client clipping, the local rule), compiled as one
+        #: graph with `runtime.compile` where the local rule is capturable; else the eager step
+        #: (with the vmapped gradient compiled alone under `runtime.compile`).
+        self.step: Callable[..., None] = self._stacked_step
+        self.tensor_scalars = False
         if self.cfg.runtime.compile:
-            self.grad_fn = torch.compile(self.grad_fn)
-            self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
+            if captured_unsupported(setup.algorithm, private=False) is None:
+                # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
+                # run are few (clients train in groups of one batch width, chunks of one size).
+                self.step = CompiledOrEager(
+                    compile_per_owner(self._stacked_step, dynamic=False),
+                    self._stacked_step,
+                    self._compile_gradient_only,
+                )
+                self.tensor_scalars = True
+                self.compiled = "step"
+            else:
+                self._compile_gradient_only()
+
+    def _compile_gradient_only(self, why: str | None = None) -> None:
+        """Compile the vmapped gradient alone; the stacked step around it runs eagerly (where
+        the rule is not capturable, or after compiling the whole step failed: `why`)."""
+        self.grad_fn = torch.compile(self.grad_fn)
+        self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
+        self.compiled = "gradient"
+        if why is not None:
+            self.compile_fallback = why
+
+    def _stacked_step(
+        self,
+        y: list[Tensor],
+        buffers: dict[str, Tensor],
+        local: State,
+        xb: Tensor,
+        yb: Tensor,
+        mask: Tensor | None,
+        k: Scalar,
+        info: RoundInfo,
+    ) -> None:
+        """Local step k of the stacked clients: their gradients (vmap over the client dim),
+        clipped per client, then the algorithm's elementwise rule on the stacked tensors."""
+        cast = (
+            torch.autocast(self.setup.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
+        params = dict(zip(self.names, y, strict=True))
+        with cast:
+            if mask is None:
+                grads = self.grad_fn_unweighted(params, buffers, xb, yb)
+            else:
+                grads = self.grad_fn(params, buffers, xb, yb, mask)
+        g = [grads[name] for name in self.names]
+        clip_per_client_(g, self.cfg.algorithm.grad_clip)
+        with torch.no_grad():
+            self.setup.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
+
+    def _scalar(self, value: float) -> Tensor:
+        return torch.full((), value, dtype=torch.float64, device=self.setup.device)
+
+    def _captured_step(self, private: bool) -> None:
+        """The sequential engine's compiled step does not apply: clients train stacked."""
+        return None
 
     def _orders(
         self, clients: list[int], info: RoundInfo
@@ -197,7 +261,7 @@ class VectorizedEngine(Engine):
 
     def _train_chunk(self, clients: list[int], info: RoundInfo, results: RoundResults) -> None:
         """Train `clients` together for K steps and add their uploads to the round's results."""
-        s, cfg = self.setup, self.cfg
+        s = self.setup
         algorithm = s.algorithm
         n = len(clients)
         stored = [self.client_states.get(c) for c in clients]
@@ -213,11 +277,6 @@ class VectorizedEngine(Engine):
         orders, mask, generators = self._orders(clients, info)
         s.model.train()
         data = s.data
-        cast = (
-            torch.autocast(s.device.type, dtype=self.autocast)
-            if self.autocast is not None
-            else contextlib.nullcontext()
-        )
         step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
         for k in range(1, info.local_steps + 1):
             idx = orders(k - 1)
@@ -226,17 +285,14 @@ class VectorizedEngine(Engine):
                 xb = torch.stack([data.augment(xb[i], generators[i]) for i in range(n)])
             if s.prepare is not None:
                 xb = s.prepare(xb.flatten(0, 1)).unflatten(0, idx.shape)
-            params = dict(zip(self.names, y, strict=True))
-            with cast:
-                if mask is None:
-                    grads = self.grad_fn_unweighted(params, buffers, xb, yb)
-                else:
-                    grads = self.grad_fn(params, buffers, xb, yb, mask)
-            g = [grads[name] for name in self.names]
-            clip_per_client_(g, cfg.algorithm.grad_clip)
             before = [t.clone() for t in y] if results.diagnostics else None
-            with torch.no_grad():
-                algorithm.local_step(y, g, local, k, info.at_step(k))
+            step_info = info.at_step(k)
+            if self.tensor_scalars:  # 0-d device tensors: the compiled graph freezes no value
+                scalar = self._scalar
+                step_info = replace(step_info, lr=scalar(step_info.lr), round=scalar(info.round))
+                self.step(y, buffers, local, xb, yb, mask, scalar(k), step_info)
+            else:
+                self.step(y, buffers, local, xb, yb, mask, k, step_info)
             if before is not None:
                 step_sizes = step_sizes + local_step_sizes(before, y, n)
         ratios = (step_sizes / info.local_steps / info.lr).tolist() if results.diagnostics else None

@@ -95,7 +95,9 @@ class Figures:
         row, why = match(cfg, self.rows)
         if row is None:
             return None, why
-        label = f"{row['workload']} {cfg.runtime.engine} {row['precision']}"
+        label = (
+            f"{row['workload']} {row.get('engine_requested', row.get('engine'))} {row['precision']}"
+        )
         return float(row["client_steps_per_s"]), label
 
 
@@ -134,6 +136,13 @@ def _workload(cfg: RunConfig) -> str | None:
     return None
 
 
+def suite_engine(cfg: RunConfig) -> str:
+    """The engine a run's step is measured with: `auto` is the sequential engine for every
+    paper-size model (fedbench.engine.run.resolve_engine takes the vectorised one only for
+    small compiled models on the CPU, which no suite row measures)."""
+    return "sequential" if cfg.runtime.engine == "auto" else cfg.runtime.engine
+
+
 def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
     """The suite row measuring cfg's client step, or (None, why none does)."""
     if cfg.privacy is not None:
@@ -144,10 +153,11 @@ def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | 
     if cfg.data.name not in SUITE_DATA or cfg.data.image_size is not None:
         return None, f"data {cfg.data.name}"
     rt = cfg.runtime
+    engine = suite_engine(cfg)
     for row in rows:
         if (
             row.get("workload") == workload
-            and row.get("engine_requested", row.get("engine")) == rt.engine
+            and row.get("engine_requested", row.get("engine")) == engine
             and row.get("precision") == rt.precision
             and bool(row.get("compile")) == rt.compile
         ):
@@ -155,7 +165,7 @@ def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | 
                 return None, f"B {cfg.fl.batch_size} (measured at B {row.get('batch_size')})"
             return row, ""
     compiled = " compiled" if rt.compile else ""
-    return None, f"{workload} {rt.engine} {rt.precision}{compiled} (not measured)"
+    return None, f"{workload} {engine} {rt.precision}{compiled} (not measured)"
 
 
 # --- the probe ------------------------------------------------------------------------------
@@ -240,7 +250,7 @@ class Probe:
                 cfg = probe_config(run.cfg, Path(tmp))
                 label = (
                     f"{run.cfg.model.name}/{run.cfg.data.name} B {run.cfg.fl.batch_size} "
-                    f"{run.cfg.runtime.engine} {run.cfg.runtime.precision}"
+                    f"{suite_engine(run.cfg)} {run.cfg.runtime.precision}"
                     + (" private" if run.cfg.privacy is not None else "")
                 )
                 if log is not None:

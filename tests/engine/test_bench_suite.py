@@ -51,7 +51,7 @@ def test_projection_sums_half_of_table1_per_model() -> None:
 def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
     seen = []
 
-    def fake_row(config: Path, engine: str, precision: str, sets, options) -> dict:
+    def fake_row(config: Path, engine: str, precision: str, compiled: bool, sets, options) -> dict:
         cfg = yaml.safe_load(config.read_text())
         seen.append((cfg["model"]["name"], engine, precision, tuple(sets), tuple(options)))
         assert cfg["fl"] == {
@@ -74,7 +74,7 @@ def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
         out_dir=tmp_path,
     )
     on_gpu = torch.cuda.is_available()
-    assert len(seen) == 2 * 2 * (3 if on_gpu else 1)
+    assert len(seen) == 2 * (4 if on_gpu else 2)
     assert {s[0] for s in seen} == {"resnet18", "vit_tiny"}
     assert all(s[3] == ("fl.local_steps=2",) for s in seen)
     assert json.loads(path.read_text()) == result

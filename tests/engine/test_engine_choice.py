@@ -30,3 +30,41 @@ def test_vectorized_unsupported_reads_the_algorithm_flag() -> None:
         )
         reason = vectorized_unsupported(setup)
         assert reason is None if expected is None else expected in reason
+
+
+def _resolved(items: list[str]) -> tuple[str, str]:
+    """(resolve_engine, the engine select_engine builds) for a digits run on the CPU."""
+    import tempfile
+    from pathlib import Path
+
+    from fedbench.engine.run import resolve_engine, select_engine
+    from fedbench.engine.run_folder import RunFolder
+    from fedbench.engine.setup import prepare_run
+
+    cfg = load_run_config(None, ["data.name=digits", "runtime.device=cpu", *items])
+    setup = prepare_run(cfg)
+    with tempfile.TemporaryDirectory() as tmp:
+        return resolve_engine(setup), select_engine(setup, RunFolder(Path(tmp)), None).name
+
+
+def test_auto_is_the_default_and_keeps_the_sequential_run_ids() -> None:
+    default = load_run_config(None, [])
+    assert default.runtime.engine == "auto"
+    sequential = load_run_config(None, ["runtime.engine=sequential"])
+    vectorized = load_run_config(None, ["runtime.engine=vectorized"])
+    assert default.run_id() == sequential.run_id() != vectorized.run_id()
+
+
+def test_auto_takes_the_engine_measured_fastest() -> None:
+    """Vectorised only for a compiled small model on the CPU (the one regime where it was
+    measured faster); sequential for the eager runs, the big models and what it cannot run."""
+    assert _resolved([]) == ("sequential", "sequential")
+    assert _resolved(["runtime.compile=true"]) == ("vectorized", "vectorized")
+    assert _resolved(["runtime.compile=true", "algorithm.name=fedsam"]) == (
+        "sequential",
+        "sequential",
+    )
+    big = ["runtime.compile=true", "model.name=resnet18"]  # 11M parameters
+    assert _resolved(big) == ("sequential", "sequential")
+    # An explicit choice is kept.
+    assert _resolved(["runtime.engine=vectorized"]) == ("vectorized", "vectorized")
