@@ -1,10 +1,12 @@
 """Cost of a private step (per-sample clipping + noise) over the same non-private step.
 
-    python benchmarks/dp_ratio.py [--paper] [--threads N] [--out benchmarks/results]
+    python benchmarks/dp_ratio.py [--paper] [--methods vmap ghost bk] [--threads N]
+        [--out benchmarks/results]
 
 For each model: the time of one non-private gradient (forward, backward) and of one private
-gradient g_tilde (fedbench.privacy.mechanism.PrivateGradient) by torch.func vmap and by ghost
-clipping, on the same batch; the ratio private / non-private. Best of N repeats; on a CPU the
+gradient g_tilde (fedbench.privacy.mechanism.PrivateGradient) by torch.func vmap, by ghost
+clipping and by book-keeping clipping (bk), on the same batch; the ratio private / non-private;
+and `auto`, the method that `auto` ends on for the model (after its first-batch check). Best of N repeats; on a CPU the
 times are the thread's CPU time (robust to other processes sharing the cores), on a GPU wall
 time after a synchronisation. Default models: the DP tables' models in small form (a CPU
 finishes them); `--paper`: the tables' own shapes (ResNet-18 GN at 32x32 B 50, ViT-Base and
@@ -68,7 +70,12 @@ def timer(device: torch.device):
     return best
 
 
-def measure(name: str, spec: tuple, device: torch.device, repeats: int) -> dict:
+METHODS = ("vmap", "ghost", "bk")
+
+
+def measure(
+    name: str, spec: tuple, device: torch.device, repeats: int, methods: tuple[str, ...] = METHODS
+) -> dict:
     model_name, fields, shape, classes, batch = spec
     torch.manual_seed(0)
     model = build_model(ModelConfig(name=model_name, **fields), shape, classes).to(device).train()
@@ -85,7 +92,11 @@ def measure(name: str, spec: tuple, device: torch.device, repeats: int) -> dict:
 
     row = {"model": name, "trainable": sum(p.numel() for p in params), "batch": batch}
     row["non_private_ms"] = 1e3 * best(plain, repeats)
-    for method in ("vmap", "ghost"):
+    auto = PrivateGradient(model, params, noise_multiplier=1.0, clip=0.1, batch_size=batch)
+    auto.clipped_sum(x, y)  # the first batch's check
+    row["auto"] = auto.method
+    auto.close()
+    for method in methods:
         try:
             mech = PrivateGradient(
                 model, params, noise_multiplier=1.0, clip=0.1, batch_size=batch, method=method
@@ -96,6 +107,7 @@ def measure(name: str, spec: tuple, device: torch.device, repeats: int) -> dict:
             )
             row[f"{method}_ms"] = ms
             row[f"{method}_ratio"] = ms / row["non_private_ms"]
+            mech.close()
         except Exception as exc:  # vmap cannot trace some models (data-dependent control flow)
             row[f"{method}_error"] = f"{type(exc).__name__}: {str(exc)[:120]}"
     return row
@@ -106,6 +118,9 @@ def main() -> None:
     parser.add_argument("--paper", action="store_true", help="the DP tables' own shapes")
     parser.add_argument("--only", nargs="*", default=None, help="model name substrings")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument(
+        "--methods", nargs="+", default=list(METHODS), choices=METHODS, help="private methods"
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args()
@@ -117,7 +132,7 @@ def main() -> None:
         if args.only and not any(s in name for s in args.only):
             continue
         repeats = args.repeats or (3 if "resnet" in name and device.type == "cpu" else 20)
-        rows.append(measure(name, spec, device, repeats))
+        rows.append(measure(name, spec, device, repeats, tuple(args.methods)))
         print(json.dumps(rows[-1]), flush=True)
     dev = device_name(device)
     result = {

@@ -2,7 +2,7 @@
 in its own process with its own time limit (one failure or time-out loses only that part).
 
 Parts (docs/performance.md, "make gpu-check"):
-  cuda-tests  the tests marked `cuda` (engine on the device, graphs, bf16 + BatchNorm, ghost)
+  cuda-tests  the tests marked `cuda` (engine on the device, graphs, bf16 + BatchNorm, bk on Swin)
   smoke       the covering smoke cells of every table at paper settings (benchmarks/smoke_check.py)
   agreement   a short real-data federation in every engine x precision x graphs combination, 3
               seeds, against sequential fp32 (benchmarks/agreement.py)

@@ -174,12 +174,29 @@ class PrivacyConfig(Strict):
         description="adaptive_clip: std sigma_b of the noise on the count of unclipped updates "
         "(null: expected clients per round / 20, Andrew et al.'s choice)",
     )
+    clipping: Literal["auto", "bk", "ghost", "vmap"] = Field(
+        default="auto",
+        description="level sample: how the clipped per-sample sum is computed, all exact (speed "
+        "only, not part of the run id): bk (book-keeping, one backward pass), ghost (Opacus), "
+        "vmap (torch.func); auto: bk, else ghost, else vmap, as the model allows",
+    )
 
     @model_validator(mode="after")
     def _client_level_fields(self) -> PrivacyConfig:
         if self.level == "sample" and self.adaptive_clip:
             raise ValueError("adaptive_clip applies to level client only")
+        if self.level == "client" and self.clipping != "auto":
+            raise ValueError("clipping applies to level sample only")
         return self
+
+
+def _unhashed_privacy(privacy: PrivacyConfig) -> tuple[str, ...]:
+    """Privacy fields left out of the run id: `clipping` (how the clipped sums are computed:
+    speed only, every method is exact; added after run ids were first issued), and at sample
+    level the client-level fields."""
+    if privacy.level == "sample":
+        return ("clipping", "level", "adaptive_clip", "target_quantile", "clip_lr", "count_noise")
+    return ("clipping",)
 
 
 class EvalConfig(Strict):
@@ -344,8 +361,8 @@ class RunConfig(Strict):
             data["fl"].pop("local_steps_min")
         if self.fl.dropout == 0.0:
             data["fl"].pop("dropout")
-        if self.privacy is not None and self.privacy.level == "sample":
-            for key in ("level", "adaptive_clip", "target_quantile", "clip_lr", "count_noise"):
+        if self.privacy is not None:
+            for key in _unhashed_privacy(self.privacy):
                 data["privacy"].pop(key)
         revised = self._revised_rules()
         if revised:

@@ -9,27 +9,45 @@ B is the configured batch size (the expected one under Poisson sampling, as Opac
 it). The noise comes from a generator seeded by (seed, round, client), so a rerun or a resumed
 run draws the same noise.
 
-sum_j clip(g_j) is computed one of two ways, both exact:
-- `ghost` (used where Opacus has a per-layer rule for every layer with trainable weights:
-  Linear, Conv, GroupNorm, LayerNorm, Embedding, ... and the rules are exact for the model, see
-  below): Opacus' fast gradient clipping (ghost
-  clipping, Li et al. 2022; Bu et al. 2023) gets the per-sample norms ||g_j|| from each layer's
-  activations and output gradients during one backward pass, without materialising the B
-  per-sample gradients of the whole model (Linear layers never materialise theirs, Conv2d
-  layers only where that is cheaper than their ghost norm: `conv_norms`); a second
-  backward pass of sum_j c_j * loss_j with c_j = 1 / max(1, ||g_j|| / C) then gives the clipped
-  sum directly. Cost: one forward and two backward passes, plus the norms.
-- `vmap` (any other model): per-sample gradients with torch.func vmap(grad), in chunks so that
-  at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and summing per chunk.
+sum_j clip(g_j) is computed one of three ways, all exact:
+- `bk` (book-keeping clipping, Bu et al. 2023, "Differentially private optimization on large
+  model at small cost"; fedbench.privacy.book_keeping): one forward pass records each trainable
+  layer's input, one backward pass gives each layer's output gradient (and no parameter
+  gradient); per layer the per-sample norms come from these (ghost norm or materialised
+  per-sample gradient), and each layer's clipped sum sum_j c_j g_j is formed directly from them
+  with c_j = 1 / max(1, ||g_j|| / C). Layers: Linear (LoRA's too), Conv2d, GroupNorm,
+  LayerNorm, Embedding. Cost: one forward and one backward pass, plus the per-layer work.
+- `ghost` (Opacus' fast gradient clipping; ghost clipping, Li et al. 2022): the per-sample norms
+  from Opacus' hooks during one backward pass (Conv2d by `conv_norms`), then a second backward
+  pass of sum_j c_j * loss_j. Cost: one forward and two backward passes, plus the norms. Opacus
+  has rules for more layer types than bk (Conv1d/3d, InstanceNorm, RNNs, ...).
+- `vmap` (any model torch.func can trace): per-sample gradients with torch.func vmap(grad), in
+  chunks so that at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and
+  summing per chunk.
 
-Ghost norms assume that each layer sees the batch as its first dimension, one row per sample.
-Layers that reshape the batch break that: Swin's window attention runs its Linear layers on
-(B x windows) rows, a sequence-first layer on (L, B, ...). So `auto` checks ghost clipping once,
-at the first batch, before using it: every per-sample norm must have one entry per sample, and
-the ghost norms of the first few samples must equal their norms from one backward pass per
-sample (without dropout, in float32, so that neither enters the comparison). A model that fails either check is trained
-with vmap (`PrivateGradient.fallback` says why); `method="ghost"` asked for explicitly fails
-with that reason instead.
+`auto` (the engine's choice, `auto_method`; `privacy.clipping` picks one method instead): bk
+where every trainable layer has a bk rule, else ghost where Opacus has one for every trainable
+layer, else vmap. Private / non-private step measured on the CPU (benchmarks/dp_ratio.py; one
+thread of a loaded 2-core AMD EPYC, thread CPU time; benchmarks/results/dp-ratio-cpu.md):
+    ResNet-18 GN 3x32x32 B 50     bk 1.27x  ghost 2.42x  vmap 3.55x  (H200: ghost 5.8x, vmap 41.5x)
+    ViT-Base + LoRA 224 px B 16   bk 0.95x  ghost 1.48x  vmap 0.95x  (H200: ghost 1.65x, vmap 1.46x)
+    Swin-Base + LoRA 224 px B 16  bk 0.94x  ghost refused vmap 1.04x  (H200: vmap 2.05x)
+    RoBERTa-Base + LoRA 128 B 16  bk 1.02x  ghost 1.57x  vmap cannot trace it
+    cnn digits B 32               bk 1.78x  ghost 2.65x  vmap 7.2x
+    vit_micro + LoRA B 16         bk 1.60x  ghost 2.61x  vmap 2.74x
+bk was the fastest exact method or tied for it (ViT-Base with vmap) on every model, so it comes
+first; ghost before vmap because ghost was faster on every model but ViT-Base (and on the H200
+on ResNet-18: 5.8x against 41.5x; ViT-Base there, vmap 1.46x against 1.65x, now runs bk).
+
+bk and ghost norms assume that each trainable layer sees the batch as its first dimension, one
+row per sample (and, for bk, runs once per forward pass). Layers that reshape the batch break
+that: Swin's window attention runs its Linear layers on (B x windows) rows, a sequence-first
+layer on (L, B, ...). So bk and ghost are checked once, at the first batch, before they are
+used: every per-sample norm must have one entry per sample, and the norms of the first few
+samples (for bk also their per-sample gradients) must equal the ones from one backward pass per
+sample (without dropout, in float32, so that neither enters the comparison). A model that fails
+the check is trained with vmap (`PrivateGradient.fallback` says why); `method="bk"` or `"ghost"`
+asked for explicitly fails with that reason instead.
 """
 
 from __future__ import annotations
@@ -44,6 +62,10 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from fedbench.errors import FedbenchError
+from fedbench.privacy.book_keeping import BookKeeper, bk_supported
+
+#: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at the first batch).
+Method = Literal["auto", "bk", "ghost", "vmap"]
 
 #: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
 PER_SAMPLE_BYTES = 256 * 2**20
@@ -90,6 +112,23 @@ def clip_factors(norms: Tensor, clip: float) -> Tensor:
     return torch.clamp(clip / (norms + 1e-12), max=1.0)
 
 
+def _norms(grads: list[list[Tensor]]) -> Tensor:
+    """(B,) norms of per-sample gradients given as one list of tensors per sample."""
+    return torch.stack(
+        [torch.linalg.vector_norm(torch.cat([g.flatten() for g in sample])) for sample in grads]
+    )
+
+
+def _norm_mismatch(got: Tensor, exact: Tensor) -> str | None:
+    """Why per-sample norms `got` are not the `exact` ones (to VERIFY_RTOL), or None."""
+    if torch.allclose(got, exact, rtol=VERIFY_RTOL, atol=1e-6 * float(exact.max())):
+        return None
+    return (
+        f"its per-sample norms differ from the exact ones ({got.tolist()} vs "
+        f"{exact.tolist()} on the first samples)"
+    )
+
+
 def _full_precision(logits: Tensor) -> Tensor:
     """Logits for the loss: float32 when autocast produced half precision, else as they are."""
     return logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
@@ -108,11 +147,22 @@ def ghost_supported(model: nn.Module) -> bool:
     )
 
 
+def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
+    """The method `auto` tries first for `model` (the first batch's check may still fall back
+    to vmap): bk where it has a rule for every trainable layer, else ghost where Opacus has one,
+    else vmap. The order is the measured speed order (module docstring)."""
+    if bk_supported(model):
+        return "bk"
+    if ghost_supported(model):
+        return "ghost"
+    return "vmap"
+
+
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
-    `method` auto = ghost clipping where `ghost_supported` and exact for the model (checked at
-    the first batch, see the module docstring), else vmap.
+    `method` auto = `auto_method`'s choice, kept where exact for the model (checked at the
+    first batch, see the module docstring), else vmap; bk, ghost or vmap ask for one method.
     """
 
     def __init__(
@@ -124,7 +174,7 @@ class PrivateGradient:
         clip: float,
         batch_size: int,
         autocast: torch.dtype | None = None,
-        method: Literal["auto", "ghost", "vmap"] = "auto",
+        method: Method = "auto",
     ) -> None:
         by_id = {id(p): name for name, p in model.named_parameters()}
         self.names = [by_id[id(p)] for p in params]
@@ -138,15 +188,23 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
-        #: Ghost clipping still to be checked at the first batch (auto, or asked for).
+        #: bk or ghost clipping still to be checked at the first batch (auto, or asked for).
         self._unverified = method != "vmap"
-        self._strict = method == "ghost"
-        #: Why ghost clipping was not used for a model with ghost rules (None otherwise).
+        self._strict = method in ("bk", "ghost")
+        #: Why bk or ghost clipping was not used for a model with their rules (None otherwise).
         self.fallback: str | None = None
         if method == "auto":
-            method = "ghost" if ghost_supported(model) else "vmap"
-            self._unverified = method == "ghost"
-        self.method = method
+            method = auto_method(model)
+            self._unverified = method != "vmap"
+        self.method: Method = method
+        self._bk: BookKeeper | None = None
+        if method == "bk":
+            self._bk = BookKeeper(model, params)
+        if method == "ghost" and not ghost_supported(model):
+            raise FedbenchError(
+                "ghost clipping cannot run this model: Opacus has no rule for one of its layers "
+                "with trainable parameters; use privacy.clipping auto"
+            )
         self._ghost = None
         if method == "ghost":
             from opacus.grad_sample import GradSampleModuleFastGradientClipping
@@ -165,6 +223,16 @@ class PrivateGradient:
             # The hooks stay attached (re-attaching them costs as much as a small model's
             # step) but act only inside clipped_sum.
             self._ghost.disable_hooks()
+
+    def close(self) -> None:
+        """Detach the hooks that bk or ghost clipping attached to the model (benchmarks that
+        try several mechanisms on one model); the object computes nothing afterwards."""
+        if self._bk is not None:
+            self._bk.remove()
+            self._bk = None
+        if self._ghost is not None:
+            self._ghost.remove_hooks()
+            self._ghost = None
 
     def _sample_loss(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
@@ -210,7 +278,9 @@ class PrivateGradient:
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """sum_j clip(g_j), never a Python loop over samples."""
         if self._unverified and x.shape[0] > 0:
-            self._verify_ghost(x, y)
+            self._verify_exact(x, y)
+        if self._bk is not None:
+            return self._bk_clipped_sum(x, y)
         if self._ghost is not None:
             return self._ghost_clipped_sum(x, y)
         return self._vmap_clipped_sum(x, y)
@@ -222,19 +292,7 @@ class PrivateGradient:
         assert self._ghost is not None
         b = min(VERIFY_SAMPLES, x.shape[0])
         xs, ys = x[:b], y[:b]
-        # No dropout, so that both methods see the same function: the modules without trainable
-        # parameters of their own (dropout, drop-path, attention) go to eval mode; the layers
-        # with parameters stay in train mode, where Opacus' hooks record their activations.
-        stateless = [
-            m
-            for m in self.model.modules()
-            if m.training and next(m.parameters(recurse=False), None) is None
-        ]
-        autocast = self.autocast
-        for m in stateless:
-            m.training = False
-        self.autocast = None  # and the same precision
-        try:
+        with self._exact_conditions():
             per_layer = self._ghost_norms(xs, ys, cast=False)[1]
             for name, norms in zip(self.names, per_layer, strict=True):
                 if norms.shape != (b,):
@@ -243,45 +301,127 @@ class PrivateGradient:
                         f"{b} (it reshapes the batch)"
                     )
             ghost = torch.stack(per_layer).norm(2, dim=0)
-            with _quiet_hooks():  # the disabled hooks still warn when they fire
-                exact = self._looped_norms(xs, ys).to(ghost.dtype)
+            exact = _norms(self._looped_grads(xs, ys)).to(ghost.dtype)
+        return _norm_mismatch(ghost, exact)
+
+    def bk_mismatch(self, x: Tensor, y: Tensor) -> str | None:
+        """Why book-keeping clipping is not exact for this model on (the first samples of) this
+        batch, or None when it is: a trainable layer that runs twice in a forward pass or on
+        other rows than the batch's, per-sample norms that differ from the exact ones, or
+        per-sample gradients (BK's weighted sum with weights e_j) that differ from sample j's
+        own gradient (one backward pass per sample)."""
+        assert self._bk is not None
+        b = min(VERIFY_SAMPLES, x.shape[0])
+        xs, ys = x[:b], y[:b]
+        with self._exact_conditions():
+            with self._bk.recording():
+                out = self.model(xs)
+            why = self._bk.problem(b)
+            if why is not None:
+                self._bk.clear()
+                return why
+            losses = nn.functional.cross_entropy(_full_precision(out), ys, reduction="none")
+            per_layer = self._bk.backward(losses.sum(), b)
+            exact = self._looped_grads(xs, ys)
+        norms = self._bk.norms(per_layer, b, exact[0][0])
+        exact_norms = _norms(exact).to(norms.dtype)
+        why = _norm_mismatch(norms, exact_norms)
+        if why is not None:
+            return why
+        for j in range(b):
+            one_hot = torch.zeros(b, device=norms.device, dtype=norms.dtype)
+            one_hot[j] = 1
+            got = torch.cat([g.flatten() for g in self._bk.weighted_sums(per_layer, one_hot)])
+            want = torch.cat([g.flatten() for g in exact[j]]).to(got.dtype)
+            error = float(torch.linalg.vector_norm(got - want))
+            if error > VERIFY_RTOL * float(torch.linalg.vector_norm(want)) + 1e-6 * float(
+                exact_norms.max()
+            ):
+                return (
+                    f"its per-sample gradient of sample {j} differs from the exact one (by "
+                    f"{error:.3g} in norm, against a norm of {float(exact_norms[j]):.3g})"
+                )
+        return None
+
+    @contextlib.contextmanager
+    def _exact_conditions(self) -> Iterator[None]:
+        """No dropout, so that the method checked and the reference see the same function: the
+        modules without trainable parameters of their own (dropout, drop-path, attention) go to
+        eval mode; the layers with parameters stay in train mode, where the hooks record their
+        activations. And the same precision: no autocast."""
+        stateless = [
+            m
+            for m in self.model.modules()
+            if m.training and next(m.parameters(recurse=False), None) is None
+        ]
+        autocast = self.autocast
+        for m in stateless:
+            m.training = False
+        self.autocast = None
+        try:
+            yield
         finally:
             for m in stateless:
                 m.training = True
             self.autocast = autocast
-        if not torch.allclose(ghost, exact, rtol=VERIFY_RTOL, atol=1e-6 * float(exact.max())):
-            return (
-                f"its per-sample norms differ from the exact ones ({ghost.tolist()} vs "
-                f"{exact.tolist()} on the first samples)"
-            )
-        return None
 
-    def _looped_norms(self, x: Tensor, y: Tensor) -> Tensor:
-        """Per-sample gradient norms by one backward pass per sample: the reference of the
-        check, exact for any model (no vmap, which cannot trace every model, e.g. RoBERTa's
-        attention mask), and cheap for the few samples checked."""
-        assert self._ghost is not None
-        norms = []
-        for j in range(x.shape[0]):
-            out = self._ghost._module(x[j : j + 1])  # the wrapped model: no hooks involved
-            loss = nn.functional.cross_entropy(_full_precision(out), y[j : j + 1])
-            grads = torch.autograd.grad(loss, self.params)
-            norms.append(torch.linalg.vector_norm(torch.cat([g.flatten() for g in grads])))
-        return torch.stack(norms)
+    def _looped_grads(self, x: Tensor, y: Tensor) -> list[list[Tensor]]:
+        """Per-sample gradients by one backward pass per sample: the reference of the checks,
+        exact for any model (no vmap, which cannot trace every model, e.g. RoBERTa's attention
+        mask), and cheap for the few samples checked."""
+        grads = []
+        with _quiet_hooks():  # disabled Opacus hooks still warn when they fire
+            for j in range(x.shape[0]):
+                out = self.model(x[j : j + 1])  # hooks (Opacus' or BK's) are inactive here
+                loss = nn.functional.cross_entropy(_full_precision(out), y[j : j + 1])
+                grads.append(list(torch.autograd.grad(loss, self.params, materialize_grads=True)))
+        return grads
 
-    def _verify_ghost(self, x: Tensor, y: Tensor) -> None:
-        """Keep ghost clipping only where `ghost_mismatch` finds it exact (module docstring)."""
+    def _verify_exact(self, x: Tensor, y: Tensor) -> None:
+        """Keep bk or ghost clipping only where `bk_mismatch` / `ghost_mismatch` finds it exact
+        (module docstring); else vmap, or an error where the method was asked for."""
         self._unverified = False
-        why = self.ghost_mismatch(x, y)
+        if self._bk is not None:
+            why, name = self.bk_mismatch(x, y), "book-keeping"
+        else:
+            why, name = self.ghost_mismatch(x, y), "ghost"
         if why is None:
             return
         if self._strict:
-            raise FedbenchError(f"ghost clipping is not exact for this model: {why}; use vmap")
-        assert self._ghost is not None
-        self._ghost.remove_hooks()
-        self._ghost = None
+            raise FedbenchError(
+                f"{name} clipping is not exact for this model: {why}; use vmap (privacy.clipping "
+                "vmap) or auto"
+            )
+        if self._bk is not None:
+            self._bk.remove()
+            self._bk = None
+        if self._ghost is not None:
+            self._ghost.remove_hooks()
+            self._ghost = None
         self.method = "vmap"
-        self.fallback = f"ghost clipping is not exact for this model ({why}); using vmap"
+        self.fallback = f"{name} clipping is not exact for this model ({why}); using vmap"
+
+    def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """One forward and one backward pass: each layer's per-sample norms, then its clipped
+        sum sum_j c_j g_j formed from its recorded input and output gradient (book_keeping)."""
+        assert self._bk is not None
+        if x.shape[0] == 0:
+            return [torch.zeros_like(p) for p in self.params]
+        context = (
+            torch.autocast(x.device.type, dtype=self.autocast)
+            if self.autocast is not None
+            else contextlib.nullcontext()
+        )
+        with self._bk.recording(), context:
+            out = self.model(x)
+        why = self._bk.problem(x.shape[0])
+        if why is not None:
+            self._bk.clear()
+            raise FedbenchError(f"book-keeping clipping is not exact for this batch: {why}")
+        losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
+        per_layer = self._bk.backward(losses.sum(), x.shape[0])
+        norms = self._bk.norms(per_layer, x.shape[0], self.params[0])
+        return self._bk.weighted_sums(per_layer, clip_factors(norms, self.clip))
 
     def _ghost_norms(self, x: Tensor, y: Tensor, cast: bool = True) -> tuple[Tensor, list[Tensor]]:
         """The per-sample losses (graph kept) and each parameter's per-sample gradient norms
@@ -310,7 +450,8 @@ class PrivateGradient:
         losses, per_layer = self._ghost_norms(x, y)
         norms = torch.stack(per_layer).norm(2, dim=0)
         factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
-        return list(torch.autograd.grad((losses * factors).sum(), self.params))
+        with _quiet_hooks():  # the disabled hooks still warn when they fire
+            return list(torch.autograd.grad((losses * factors).sum(), self.params))
 
     def _per_sample_checked(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
@@ -321,6 +462,11 @@ class PrivateGradient:
         try:
             return self._per_sample(trainable, frozen, x, y)
         except RuntimeError as exc:
+            if str(exc).startswith("vmap:"):  # e.g. data-dependent control flow (RoBERTa's mask)
+                raise FedbenchError(
+                    f"vmap cannot trace this model ({str(exc).splitlines()[0][:160]}); use "
+                    "privacy.clipping auto, bk or ghost"
+                ) from None
             if self.autocast is None or "expected scalar type" not in str(exc):
                 raise
         self.autocast = None

@@ -102,6 +102,7 @@ class PrivacyPlan:
             clip=self.config.clip,
             batch_size=self.batch_size,
             autocast=autocast,
+            method=self.config.clipping,
         )
 
 
