@@ -7,6 +7,9 @@ Parts (docs/performance.md, "make gpu-check"):
   agreement   a short real-data federation in every engine x precision x graphs combination, 3
               seeds, against sequential fp32 (benchmarks/agreement.py)
   bench       `fedbench bench --suite table1` at K 10: client steps/s, projected Table 1 hours
+  bench-seeds the bench part's seeds-together rows: ResNet-18 BN and ViT-Tiny, 5 seeds stacked
+              (`runtime.seeds_together`) against 5 separate vectorised runs, K 5
+              (benchmarks/seeds_together.py)
   dp-ratio    benchmarks/dp_ratio.py --paper: private / non-private step per DP table model
   profile     torch.profiler: top CUDA kernels and CPU ops per client step (benchmarks/profile_step.py)
 
@@ -101,6 +104,30 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
             ],
             85,
             "gpu-bench",
+        ),
+        Part(
+            "bench-seeds",
+            [
+                PY,
+                "benchmarks/seeds_together.py",
+                "--models",
+                "resnet18_bn",
+                "vit_tiny",
+                "--seeds",
+                "5",
+                "--local-steps",
+                "5",
+                "--rounds",
+                "1",
+                "--repeats",
+                "1",
+                "--json",
+                str(results / "gpu-seeds-together.json"),
+                "--markdown",
+                str(results / "gpu-seeds-together.md"),
+            ],
+            45,
+            "gpu-seeds-together.json",
         ),
         Part(
             "dp-ratio",

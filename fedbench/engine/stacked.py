@@ -16,18 +16,51 @@ import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import RoundInfo
+from fedbench.algorithms.base import RoundInfo, State
+from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states, to_device
+from fedbench.engine.setup import RunSetup
 
-if TYPE_CHECKING:
-    from fedbench.engine.vectorized import VectorizedEngine
+
+class VectorizedEngine(Protocol):
+    """What the chunk trainer reads of a run's engine (fedbench.engine.vectorized's class)."""
+
+    setup: RunSetup
+    cfg: RunConfig
+    x: list[Tensor]
+    global_buffers: list[Tensor]
+    server: State
+    client_states: dict[int, State]
+    autocast: torch.dtype | None
+    #: The trainable parameters' and the stacked buffers' names, in the order of x and buffers.
+    names: list[str]
+    buffer_names: list[str]
+    #: vmap(grad(loss)) over the stacked clients, with and without a sample mask.
+    grad_fn: Callable[..., dict[str, Tensor]]
+    grad_fn_unweighted: Callable[..., dict[str, Tensor]]
+
+    def client_chunk(self, clients: int) -> int: ...
+
+    def batch_width(self, client: int) -> int: ...
+
+    def _end_client(
+        self,
+        results: RoundResults,
+        client: int,
+        params: list[Tensor],
+        local: State,
+        stored: State | None,
+        info: RoundInfo,
+        buffers: list[Tensor],
+        step_ratio: float | None = None,
+    ) -> None: ...
 
 
 @dataclass
