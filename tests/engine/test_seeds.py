@@ -145,6 +145,30 @@ def test_seeds_together_write_what_separate_runs_write(
     assert not any((path / "checkpoint.pt").exists() for path in together)
 
 
+@pytest.mark.parametrize(
+    ("prepare", "extra"),
+    [
+        (prepare64, ("algorithm.name=fedadamw", "eval.diagnostics=true")),
+        (prepare64, ("runtime.client_chunk=2", "partition.kind=dirichlet_label")),
+        # Unequal clients with their whole local set as the batch: BatchNorm trains each batch
+        # width apart, and each seed meets its widths in its own order.
+        (
+            prepare64_batchnorm,
+            ("partition.kind=dirichlet_label", "fl.batch_size=0", "algorithm.grad_clip=null"),
+        ),
+    ],
+    ids=["diagnostics", "chunks", "batchnorm-widths"],
+)
+def test_seeds_together_in_chunks_groups_and_diagnostics(
+    prepare, extra: tuple[str, ...], tmp_path: Path
+) -> None:
+    cfgs = [_cfg(seed, "fedavg", *extra) for seed in SEEDS]
+    results = train_together(cfgs, tmp_path / "together", save_model=True, prepare=prepare)
+    assert [r.status for r in results] == ["completed"] * 3  # type: ignore[union-attr]
+    alone = _separately(cfgs, tmp_path / "alone", prepare)
+    _assert_same_as_separate([r.run_dir for r in results], alone)  # type: ignore[union-attr]
+
+
 def test_the_seeds_train_in_one_stacked_call(tmp_path: Path, monkeypatch) -> None:
     calls = []
     original = SeedsEngine._round
