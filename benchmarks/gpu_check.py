@@ -1,4 +1,4 @@
-"""`make gpu-check`: everything that needs a GPU, in one go, within about 8 minutes, each part
+"""`make gpu-check`: everything that needs a GPU, in one go, within about 9 minutes, each part
 in its own process with its own time limit (one failure or time-out loses only that part).
 
 Parts (docs/performance.md, "make gpu-check"):
