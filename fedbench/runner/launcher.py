@@ -102,8 +102,6 @@ def run_group(
 ) -> list[Outcome]:
     """Train several runs (seeds of one cell) in this process, the ones that stack together
     (fedbench.engine.run_seeds): one outcome per run, as `run_one` would give it; never raises."""
-    if len(cfgs_data) == 1:
-        return [run_one(cfgs_data[0], out, wait, save_model)]
     from fedbench.config import parse_run_config
     from fedbench.engine.run import RunResult
     from fedbench.engine.run_seeds import train_together
@@ -341,9 +339,17 @@ def settle_all(
             progress.update(run, outcome)
 
 
+def run_runs(cfgs_data: list[dict[str, Any]], out: str, wait: bool) -> list[Outcome]:
+    """Train a task's runs, given by their configs: one alone (`run_one`), or seeds together
+    (`run_group`); one outcome per run."""
+    if len(cfgs_data) == 1:
+        return [run_one(cfgs_data[0], out, wait=wait)]
+    return run_group(cfgs_data, out, wait=wait)
+
+
 def run_task(task: Task, out: str) -> list[Outcome]:
-    """Train a task's runs (one, or seeds together): one outcome per run."""
-    return run_group([run.cfg.to_dict() for run in task.runs], out, wait=task.wait)
+    """Train a task's runs in this process: one outcome per run."""
+    return run_runs([run.cfg.to_dict() for run in task.runs], out, task.wait)
 
 
 def launch(
@@ -477,7 +483,7 @@ def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
         if message is None:
             return
         cfgs_data, out, wait = message
-        conn.send(run_group(cfgs_data, out, wait=wait))
+        conn.send(run_runs(cfgs_data, out, wait))
 
 
 def _die_with_parent() -> None:
