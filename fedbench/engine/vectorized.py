@@ -24,6 +24,10 @@ sizes differ train in separate groups then (padding would enter the batch statis
 DP runs and algorithms whose local rule is not elementwise (`Algorithm.supports_vectorized`
 False: DP-FedAvg-LS's FFT, DP-FedSAM's two-gradient step) run on the sequential engine
 instead, with a printed note.
+
+The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
+own run's global model, so that the seeds of a table cell can train in one stacked computation
+(`runtime.seeds_together`, fedbench.engine.seeds) by the same code.
 """
 
 from __future__ import annotations
@@ -42,7 +46,10 @@ from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import ClientJob, train_jobs, width_groups
+from fedbench.engine.stacked import ClientJob, clip_per_client_, train_jobs, width_groups
+
+#: clip_per_client_ lives in fedbench.engine.stacked now; importable from here as before.
+__all__ = ["VectorizedEngine", "clip_per_client_", "vectorized_unsupported"]
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
