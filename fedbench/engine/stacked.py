@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import RoundInfo, State
+from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
@@ -75,14 +75,15 @@ class ClientJob:
 
 
 @dataclass
-class Segment:
-    """The consecutive jobs of one run inside a chunk: rows [start, stop) of the stacked tensors,
-    their stored client states and their stacked local states."""
+class StepGroup:
+    """Rows [start, stop) of the stacked tensors that take one call of the local rule: one run's
+    clients, or the clients of several runs whose rounds agree (same algorithm class and round
+    info: an elementwise rule then computes each row exactly as its run alone would)."""
 
-    engine: VectorizedEngine
+    algorithm: Algorithm
+    info: RoundInfo
     start: int
     stop: int
-    stored: list[Any]
     local: Any
 
 
@@ -202,10 +203,11 @@ def _data_segments(jobs: list[ClientJob]) -> list[tuple[VectorizedEngine, int, i
     return merged
 
 
-def _start(jobs: list[ClientJob]) -> tuple[list[Segment], list[Tensor], dict[str, Tensor]]:
-    """Each run's segment with its clients' states (client_begin), and the stacked start
-    weights and buffers: every client starts from its own run's global model."""
-    segs, weights, buffers = [], [], []
+def _start(jobs: list[ClientJob]) -> tuple[list[StepGroup], list[Any], list[Tensor], dict]:
+    """The local-rule groups with their clients' states (client_begin), each job's stored state,
+    and the stacked start weights and buffers: every client starts from its own run's global
+    model."""
+    groups, stored_all, weights, buffers = [], [], [], []
     for engine, start, stop in segments(jobs):
         s = engine.setup
         stored = [engine.client_states.get(job.client) for job in jobs[start:stop]]
@@ -214,7 +216,8 @@ def _start(jobs: list[ClientJob]) -> tuple[list[Segment], list[Tensor], dict[str
         local = stack_states(
             [s.algorithm.client_begin(engine.x, engine.server, st, info) for st in stored]
         )
-        segs.append(Segment(engine, start, stop, stored, local))
+        groups.append(StepGroup(s.algorithm, info, start, stop, local))
+        stored_all += stored
         n = stop - start
         weights.append([t.unsqueeze(0).expand(n, *t.shape) for t in engine.x])
         buffers.append([g.unsqueeze(0).expand(n, *g.shape) for g in engine.global_buffers])
@@ -224,7 +227,31 @@ def _start(jobs: list[ClientJob]) -> tuple[list[Segment], list[Tensor], dict[str
         name: torch.cat(parts)
         for name, parts in zip(lead.buffer_names, zip(*buffers, strict=True), strict=False)
     }
-    return segs, y, stacked
+    return _merged(groups), stored_all, y, stacked
+
+
+def _merged(groups: list[StepGroup]) -> list[StepGroup]:
+    """The runs' groups as one when their rounds agree (the usual case: the seeds of a cell at
+    the same round), so that the local rule runs once over all rows instead of once per run."""
+    first = groups[0]
+    if len(groups) == 1 or any(
+        type(g.algorithm) is not type(first.algorithm) or g.info != first.info for g in groups
+    ):
+        return groups
+    local = cat_states([g.local for g in groups])
+    return [StepGroup(first.algorithm, first.info, 0, groups[-1].stop, local)]
+
+
+def cat_states(states: list[Any]) -> Any:
+    """Stacked states concatenated along their client dim (non-tensor leaves: the first's)."""
+    first = states[0]
+    if isinstance(first, Tensor):
+        return torch.cat(states)
+    if isinstance(first, dict):
+        return {k: cat_states([s[k] for s in states]) for k in first}
+    if isinstance(first, list | tuple):
+        return type(first)(cat_states(list(items)) for items in zip(*states, strict=True))
+    return first
 
 
 def train_chunk(jobs: list[ClientJob]) -> None:
@@ -233,7 +260,7 @@ def train_chunk(jobs: list[ClientJob]) -> None:
     s, cfg = lead.setup, lead.cfg
     n = len(jobs)
     k_steps = jobs[0].info.local_steps
-    segs, y, buffers = _start(jobs)
+    groups, stored, y, buffers = _start(jobs)
     orders, mask, generators = _orders(jobs, k_steps)
     s.model.train()
     cast = (
@@ -258,52 +285,43 @@ def train_chunk(jobs: list[ClientJob]) -> None:
         clip_per_client_(g, cfg.algorithm.grad_clip)
         before = [t.clone() for t in y] if diagnostics else None
         with torch.no_grad():
-            for seg in segs:  # each run's own local rule and scalars, on its rows
-                info = jobs[seg.start].info
-                rows = slice(seg.start, seg.stop)
-                seg.engine.setup.algorithm.local_step(
-                    [t[rows] for t in y], [t[rows] for t in g], seg.local, k, info.at_step(k)
+            for group in groups:  # each run's own local rule and scalars, on its rows
+                rows = slice(group.start, group.stop)
+                whole = group.stop - group.start == n
+                group.algorithm.local_step(
+                    y if whole else [t[rows] for t in y],
+                    g if whole else [t[rows] for t in g],
+                    group.local,
+                    k,
+                    group.info.at_step(k),
                 )
         if before is not None:
-            step_sizes = step_sizes + _step_sizes(before, y, segs)
-    _finish(jobs, segs, y, buffers, step_sizes if diagnostics else None)
-
-
-def _step_sizes(before: list[Tensor], after: list[Tensor], segs: list[Segment]) -> Tensor:
-    """Each client's RMS local step, per run segment (a run alone computes it the same way)."""
-    return torch.cat(
-        [
-            local_step_sizes(
-                [t[seg.start : seg.stop] for t in before],
-                [t[seg.start : seg.stop] for t in after],
-                seg.stop - seg.start,
-            )
-            for seg in segs
-        ]
-    )
+            step_sizes = step_sizes + local_step_sizes(before, y, n)
+    _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
 
 
 def _finish(
     jobs: list[ClientJob],
-    segs: list[Segment],
+    groups: list[StepGroup],
+    stored: list[Any],
     y: list[Tensor],
     buffers: dict[str, Tensor],
     step_sizes: Tensor | None,
 ) -> None:
     """client_end of every job, its state stored and its upload added to its run's results."""
     lead = jobs[0].engine
-    for seg in segs:
-        for i in range(seg.start, seg.stop):
+    for group in groups:
+        for i in range(group.start, group.stop):
             job = jobs[i]
             ratio = None
             if step_sizes is not None and job.results.diagnostics:
                 ratio = float(step_sizes[i] / job.info.local_steps / job.info.lr)
-            seg.engine._end_client(
+            job.engine._end_client(
                 job.results,
                 job.client,
                 [t[i] for t in y],
-                index_state(seg.local, i - seg.start),
-                seg.stored[i - seg.start],
+                index_state(group.local, i - group.start),
+                stored[i],
                 job.info,
                 [buffers[name][i] for name in lead.buffer_names],
                 ratio,

@@ -169,6 +169,35 @@ def test_seeds_together_in_chunks_groups_and_diagnostics(
     _assert_same_as_separate([r.run_dir for r in results], alone)  # type: ignore[union-attr]
 
 
+def _vectorizable(name: str) -> bool:
+    return ALGORITHMS.get(name).supports_vectorized and not name.startswith("dp_")
+
+
+@pytest.mark.parametrize("name", [n for n, _ in ALGORITHMS.items() if _vectorizable(n)])
+def test_every_vectorised_algorithm_stacks_its_seeds_exactly(name: str, tmp_path: Path) -> None:
+    """The seeds' local rule runs once over all their rows (their rounds agree): exact for every
+    algorithm the vectorised engine takes, as each row is computed as in its run alone."""
+    cfgs = [_cfg(seed, name, "fl.rounds=2") for seed in SEEDS[:2]]
+    results = train_together(cfgs, tmp_path / "together", save_model=True, prepare=prepare64)
+    assert [r.status for r in results] == ["completed"] * 2  # type: ignore[union-attr]
+    alone = _separately(cfgs, tmp_path / "alone")
+    _assert_same_as_separate([r.run_dir for r in results], alone)  # type: ignore[union-attr]
+
+
+def test_seeds_at_one_round_take_one_local_step_call(tmp_path: Path, monkeypatch) -> None:
+    calls = []
+    algorithm = ALGORITHMS.get("fedadamw")
+    original = algorithm.local_step
+
+    def local_step(self, y, g, local, k, info):
+        calls.append(y[0].shape[0])
+        return original(self, y, g, local, k, info)
+
+    monkeypatch.setattr(algorithm, "local_step", local_step)
+    train_together([_cfg(seed, "fedadamw", "fl.rounds=1") for seed in SEEDS], tmp_path)
+    assert calls == [3 * 4] * 3  # K 3 calls, each over 3 seeds x 4 clients
+
+
 def test_the_seeds_train_in_one_stacked_call(tmp_path: Path, monkeypatch) -> None:
     calls = []
     original = SeedsEngine._round
