@@ -60,16 +60,16 @@ def train(
     """
     folder = RunFolder.for_config(out, cfg)
     if folder.is_finished():
-        return _finished(folder, save_model)
+        return finished_run(folder, save_model)
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
     check_loggers(cfg.runtime.loggers)
     with folder.lock(wait=wait):
         if folder.is_finished():  # another process finished it while we waited
-            return _finished(folder, save_model)
-        return _train_locked(setup, folder, save_model, console)
+            return finished_run(folder, save_model)
+        return train_locked(setup, folder, save_model, console)
 
 
-def _finished(folder: RunFolder, save_model: bool) -> RunResult:
+def finished_run(folder: RunFolder, save_model: bool) -> RunResult:
     """A finished run, read back: what a kill after its summary left is cleaned up (its
     checkpoint, temporaries), and a model.pt asked for must be there and readable."""
     summary = folder.read_summary() or {}
@@ -140,7 +140,7 @@ def close_loggers(folder: RunFolder) -> None:
         logger.close()
 
 
-def _train_locked(
+def train_locked(
     setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
 ) -> RunResult:
     engine = open_run(setup, folder, save_model, console)

@@ -21,11 +21,11 @@ from fedbench.config import RunConfig
 from fedbench.engine.loggers import check_loggers
 from fedbench.engine.run import (
     RunResult,
-    _finished,
-    _train_locked,
     close_loggers,
+    finished_run,
     open_run,
     record_failure,
+    train_locked,
 )
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.seeds import SeedsEngine, share_data, stack_problem
@@ -56,7 +56,7 @@ def train_together(
     for i, (cfg, folder) in enumerate(zip(cfgs, folders, strict=True)):
         try:
             if folder.is_finished():
-                ended[i] = _finished(folder, save_model)
+                ended[i] = finished_run(folder, save_model)
                 continue
             setups[i] = prepare(cfg)  # user errors here, before anything is written
             check_loggers(cfg.runtime.loggers)
@@ -72,12 +72,12 @@ def train_together(
                 del setups[i]
                 continue
             if folders[i].is_finished():  # another process finished it while we waited
-                ended[i] = _finished(folders[i], save_model)
+                ended[i] = finished_run(folders[i], save_model)
                 del setups[i]
         stacked, alone = _stackable(setups)
         for i in alone:
             try:
-                ended[i] = _train_locked(setups[i], folders[i], save_model, console)
+                ended[i] = train_locked(setups[i], folders[i], save_model, console)
             except Exception as exc:
                 ended[i] = exc
         ended.update(_train_stacked({i: setups[i] for i in stacked}, folders, save_model, console))

@@ -203,7 +203,9 @@ def _data_segments(jobs: list[ClientJob]) -> list[tuple[VectorizedEngine, int, i
     return merged
 
 
-def _start(jobs: list[ClientJob]) -> tuple[list[StepGroup], list[Any], list[Tensor], dict]:
+def _start(
+    jobs: list[ClientJob],
+) -> tuple[list[StepGroup], list[Any], list[Tensor], dict[str, Tensor]]:
     """The local-rule groups with their clients' states (client_begin), each job's stored state,
     and the stacked start weights and buffers: every client starts from its own run's global
     model."""
