@@ -13,6 +13,11 @@ before writing anything (a feature not implemented yet, e.g. `blocks: hessian`) 
 `unsupported` with the reason, and its cell says so in the report. A run that another process is
 training (its run folder is locked: a second sweep into the same OUT) is put back at the end of
 the queue and, when nothing else is left, waited for: every run is trained once.
+
+With `runtime.seeds_together`, the runs of a cell that differ only in `seed` form one task
+(fedbench.runner.seed_groups): one worker trains them as one stacked computation
+(fedbench.engine.run_seeds) and sends back one outcome per run, which the queue settles as it
+settles single runs (the failed ones of a group are retried together).
 """
 
 from __future__ import annotations
