@@ -60,7 +60,7 @@ smoke: install
 	for f in $$($(BIN)/python -c "from fedbench.figures import FIGURES; print(*FIGURES)"); do $(BIN)/fedbench figure $$f --smoke || failed="$$failed figure:$$f"; done; \
 	if [ -n "$$failed" ]; then echo "make smoke: failed:$$failed"; exit 1; fi
 
-# Everything that needs a GPU, about 8 minutes (docs/performance.md, "make gpu-check"); without
+# Everything that needs a GPU, about 9 minutes (docs/performance.md, "make gpu-check"); without
 # CUDA every part says "needs CUDA" (a dry run).
 gpu-check: install
 	$(BIN)/python benchmarks/gpu_check.py

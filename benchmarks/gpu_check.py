@@ -1,4 +1,4 @@
-"""`make gpu-check`: everything that needs a GPU, in one go, within about 9.5 minutes, each part
+"""`make gpu-check`: everything that needs a GPU, in one go, within about 9 minutes (one 600 s call of a lent machine), each part
 in its own process with its own time limit (one failure or time-out loses only that part).
 
 Parts (docs/performance.md, "make gpu-check"):
@@ -7,6 +7,9 @@ Parts (docs/performance.md, "make gpu-check"):
   agreement   a short real-data federation in every engine x precision x graphs combination, 3
               seeds, against sequential fp32 (benchmarks/agreement.py)
   bench       `fedbench bench --suite table1` at K 10: client steps/s, projected Table 1 hours
+  bench-seeds the bench part's seeds-together rows: ResNet-18 BN and ViT-Tiny, 5 seeds stacked
+              (`runtime.seeds_together`) against 5 separate vectorised runs, K 5
+              (benchmarks/seeds_together.py)
   dp-ratio    benchmarks/dp_ratio.py --paper: private / non-private step per DP table model
   profile     torch.profiler: top CUDA kernels and CPU ops per client step (benchmarks/profile_step.py)
 
@@ -46,7 +49,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
         Part(
             "cuda-tests",
             [PY, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider", "tests/engine"],
-            80,
+            70,
         ),
         Part(
             "smoke",
@@ -56,11 +59,11 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--scope",
                 "covering",
                 "--budget",
-                "100",
+                "80",
                 "--json",
                 str(results / "gpu-smoke.json"),
             ],
-            120,
+            100,
             "gpu-smoke.json",
         ),
         Part(
@@ -78,7 +81,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--json",
                 str(results / "gpu-agreement.json"),
             ],
-            80,
+            75,
             "gpu-agreement.json",
         ),
         Part(
@@ -99,8 +102,32 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--out",
                 str(results / "gpu-bench"),
             ],
-            180,
+            160,
             "gpu-bench",
+        ),
+        Part(
+            "bench-seeds",
+            [
+                PY,
+                "benchmarks/seeds_together.py",
+                "--models",
+                "resnet18_bn",
+                "vit_tiny",
+                "--seeds",
+                "5",
+                "--local-steps",
+                "5",
+                "--rounds",
+                "1",
+                "--repeats",
+                "1",
+                "--json",
+                str(results / "gpu-seeds-together.json"),
+                "--markdown",
+                str(results / "gpu-seeds-together.md"),
+            ],
+            45,
+            "gpu-seeds-together.json",
         ),
         Part(
             "dp-ratio",
@@ -126,7 +153,7 @@ def parts(results: Path, fmnist: str | None) -> list[Part]:
                 "--json",
                 str(results / "gpu-profile.json"),
             ],
-            40,
+            35,
             "gpu-profile.json",
         ),
     ]

@@ -8,6 +8,7 @@ import dataclasses
 import platform
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
-from fedbench.engine.progress import make_progress
+from fedbench.engine.progress import RunProgress, make_progress
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import (
     client_local_steps,
@@ -64,6 +65,21 @@ def rounds_to_target(rows: list[dict[str, Any]], target: float | None) -> int | 
     if target is None:
         return None
     return next((row["round"] for row in rows if row["test_acc"] >= target), None)
+
+
+@dataclass
+class RunPass:
+    """Where one call of `Engine.run` stands: the round it started at and the next one, its
+    clock and progress display, and how it ends (`over`: no round is left to train)."""
+
+    start: int
+    next_round: int
+    t0: float
+    progress: RunProgress
+    status: str = "completed"
+    error: str | None = None
+    diverged_round: int | None = None
+    over: bool = False
 
 
 class Engine:
@@ -352,54 +368,83 @@ class Engine:
 
     # --- the run ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
+        """Train the remaining rounds (from the checkpoint, if any) and write the summary."""
+        run = self.begin()
+        try:
+            self.first_evaluation(run)
+            while not run.over:
+                self.step(run, self._round)
+        finally:
+            run.progress.close()
+        return self.end(run)
+
+    def begin(self) -> RunPass:
+        """Resume from the checkpoint (if any) and start the progress display."""
+        start = self._resume()
+        progress = make_progress(self.console, self.folder.path.name)
+        progress.start(self.cfg.fl.rounds, start)
+        return RunPass(
+            start, start, time.perf_counter(), progress, over=start >= self.cfg.fl.rounds
+        )
+
+    def first_evaluation(self, run: RunPass) -> None:
+        """Round 0's metrics row (the initial model), for a run that starts from scratch."""
+        if run.start == 0:
+            lr = local_lr(self.cfg.algorithm, 0, self.cfg.fl.rounds)
+            self._evaluate(0, lr, self.elapsed_before)
+
+    def round_plan(self, run: RunPass) -> tuple[int, float, bool]:
+        """The next round of `run`: its index, its learning rate, and whether it is a diagnostic
+        (evaluated) round."""
+        cfg = self.cfg
+        r = run.next_round
+        done = r + 1
+        evaluated = done % cfg.eval.every == 0 or done == cfg.fl.rounds
+        return r, local_lr(cfg.algorithm, r, cfg.fl.rounds), evaluated and cfg.eval.diagnostics
+
+    def step(self, run: RunPass, train: Callable[[int, float, bool], None]) -> None:
+        """Round `run.next_round`: `train(r, lr, diagnostics)` (the round itself), then its
+        evaluation, the stop request, the checkpoint and the progress; a divergence (in `train`
+        or in the evaluation) or a stop request ends the pass."""
         cfg = self.cfg
         rounds = cfg.fl.rounds
-        start = self._resume()
-        t0 = time.perf_counter()
-        progress = make_progress(self.console, self.folder.path.name)
-        progress.start(rounds, start)
-        status, error = "completed", None
-        diverged_round = None
+        r, lr, diagnostics = self.round_plan(run)
+        done = r + 1
+        evaluated = done % cfg.eval.every == 0 or done == rounds
         try:
-            if start == 0:
-                self._evaluate(0, local_lr(cfg.algorithm, 0, rounds), self.elapsed_before)
-            for r in range(start, rounds):
-                lr = local_lr(cfg.algorithm, r, rounds)
-                done = r + 1
-                evaluated = done % cfg.eval.every == 0 or done == rounds
-                self._round(r, lr, diagnostics=evaluated and cfg.eval.diagnostics)
-                if r == start:
-                    self._note_clipping()
-                elapsed = self.elapsed_before + time.perf_counter() - t0
-                row = None
-                if evaluated:
-                    self.watch.check()
-                    row = self._evaluate(done, lr, elapsed)
-                    if not (
-                        row["train_loss"] == row["train_loss"]
-                        and abs(row["train_loss"]) < float("inf")
-                    ):
-                        raise DivergedError(f"non-finite training loss in round {done}")
-                stop = self.folder.stop_requested() if evaluated else None
-                if stop is not None:
-                    progress.advance(done, row)
-                    status, error = "stopped", stop
-                    break
-                if (
-                    cfg.runtime.checkpoint_every
-                    and done % cfg.runtime.checkpoint_every == 0
-                    and done < rounds
+            train(r, lr, diagnostics)
+            if r == run.start:
+                self._note_clipping()
+            elapsed = self.elapsed_before + time.perf_counter() - run.t0
+            row = None
+            if evaluated:
+                self.watch.check()
+                row = self._evaluate(done, lr, elapsed)
+                if not (
+                    row["train_loss"] == row["train_loss"] and abs(row["train_loss"]) < float("inf")
                 ):
-                    self.watch.check()  # a checkpoint holds finite weights only
-                    self._checkpoint(done, elapsed)
-                progress.advance(done, row)
+                    raise DivergedError(f"non-finite training loss in round {done}")
+            stop = self.folder.stop_requested() if evaluated else None
+            if stop is not None:
+                run.progress.advance(done, row)
+                run.status, run.error, run.over = "stopped", stop, True
+                return
+            every = cfg.runtime.checkpoint_every
+            if every and done % every == 0 and done < rounds:
+                self.watch.check()  # a checkpoint holds finite weights only
+                self._checkpoint(done, elapsed)
+            run.progress.advance(done, row)
         except DivergedError as exc:
-            status, error = "diverged", str(exc)
-            diverged_round = exc.round if exc.round is not None else r + 1
-        finally:
-            progress.close()
-        wall = self.elapsed_before + time.perf_counter() - t0
-        return self._summary(status, error, diverged_round, wall)
+            first = exc.round if exc.round is not None else done
+            run.status, run.error, run.diverged_round, run.over = "diverged", str(exc), first, True
+            return
+        run.next_round = done
+        run.over = done >= rounds
+
+    def end(self, run: RunPass) -> dict[str, Any]:
+        """The summary of a finished pass (written into the run folder)."""
+        wall = self.elapsed_before + time.perf_counter() - run.t0
+        return self._summary(run.status, run.error, run.diverged_round, wall)
 
     def _compile_fallback(self) -> str | None:
         """Why the compiled whole step fell back to eager, if it did (sequential or vectorised)."""

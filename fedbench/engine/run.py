@@ -84,16 +84,16 @@ def train(
     """
     folder = RunFolder.for_config(out, cfg)
     if folder.is_finished():
-        return _finished(folder, save_model)
+        return finished_run(folder, save_model)
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
     check_loggers(cfg.runtime.loggers)
     with folder.lock(wait=wait):
         if folder.is_finished():  # another process finished it while we waited
-            return _finished(folder, save_model)
-        return _train_locked(setup, folder, save_model, console)
+            return finished_run(folder, save_model)
+        return train_locked(setup, folder, save_model, console)
 
 
-def _finished(folder: RunFolder, save_model: bool) -> RunResult:
+def finished_run(folder: RunFolder, save_model: bool) -> RunResult:
     """A finished run, read back: what a kill after its summary left is cleaned up (its
     checkpoint, temporaries), and a model.pt asked for must be there and readable."""
     summary = folder.read_summary() or {}
@@ -121,9 +121,16 @@ def model_problem(path: Path) -> str | None:
     return None if isinstance(state, dict) else "holds no state dict"
 
 
-def _train_locked(
-    setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
-) -> RunResult:
+def open_run(
+    setup: RunSetup,
+    folder: RunFolder,
+    save_model: bool,
+    console: Console | None,
+    engine: Engine | None = None,
+) -> Engine:
+    """Make the (locked) run folder ready to train in: bad files set aside, config, attempt and
+    partition written, loggers opened; returns the engine (`engine`, or the one
+    `runtime.engine` selects) with its model file set."""
     cfg = setup.cfg
     folder.set_aside_bad_files()
     folder.create(cfg, setup.data.source)
@@ -134,22 +141,38 @@ def _train_locked(
         setup.data.y_train.cpu().numpy(),
         setup.data.num_classes,
     )
-    engine = select_engine(setup, folder, console)
+    engine = engine if engine is not None else select_engine(setup, folder, console)
     engine.model_file = folder.model if save_model else None
     folder.loggers = open_loggers(cfg.runtime.loggers, folder.path, cfg.to_dict())
+    return engine
+
+
+def record_failure(folder: RunFolder, exc: BaseException) -> None:
+    """Write the `failed` summary of a run whose training raised `exc`."""
+    summary = {
+        "run_id": folder.path.name,
+        "status": "failed",
+        "error": f"{type(exc).__name__}: {exc}",
+    }
+    # A full disk may refuse this write too: the original error is the one to report.
+    with contextlib.suppress(OSError):
+        folder.write_summary(summary)
+
+
+def close_loggers(folder: RunFolder) -> None:
+    for logger in folder.loggers:
+        logger.close()
+
+
+def train_locked(
+    setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
+) -> RunResult:
+    engine = open_run(setup, folder, save_model, console)
     try:
         summary = engine.run()
     except Exception as exc:
-        summary = {
-            "run_id": folder.path.name,
-            "status": "failed",
-            "error": f"{type(exc).__name__}: {exc}",
-        }
-        # A full disk may refuse this write too: the original error is the one to report.
-        with contextlib.suppress(OSError):
-            folder.write_summary(summary)
+        record_failure(folder, exc)
         raise
     finally:
-        for logger in folder.loggers:
-            logger.close()
+        close_loggers(folder)
     return RunResult(folder.path, summary["status"], summary)

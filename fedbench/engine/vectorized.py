@@ -24,6 +24,10 @@ sizes differ train in separate groups then (padding would enter the batch statis
 DP runs and algorithms whose local rule is not elementwise (`Algorithm.supports_vectorized`
 False: DP-FedAvg-LS's FFT, DP-FedSAM's two-gradient step) run on the sequential engine
 instead, with a printed note.
+
+The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
+own run's global model, so that the seeds of a table cell can train in one stacked computation
+(`runtime.seeds_together`, fedbench.engine.seeds) by the same code.
 """
 
 from __future__ import annotations
@@ -38,16 +42,18 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad, vmap
 
 from fedbench.algorithms.base import RoundInfo, Scalar, State
-from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import batchnorm_in_float32
-from fedbench.engine.aggregation import RoundResults, local_step_sizes
+from fedbench.engine.aggregation import RoundResults
 from fedbench.engine.captured import CompiledOrEager, captured_unsupported, compile_per_owner
-from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
+from fedbench.engine.stacked import ClientJob, clip_per_client_, train_jobs, width_groups
+
+#: clip_per_client_ lives in fedbench.engine.stacked now; importable from here as before.
+__all__ = ["VectorizedEngine", "clip_per_client_", "vectorized_unsupported"]
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
@@ -61,17 +67,6 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
     if setup.algorithm.uses_full_gradient(setup.cfg.algorithm):
         return "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential"
     return None
-
-
-def clip_per_client_(grads: list[Tensor], max_norm: float | None) -> None:
-    """Per-client global-norm clipping of stacked gradients (leading dim = client)."""
-    if max_norm is None:
-        return
-    s = grads[0].shape[0]
-    norms = torch.stack([torch.linalg.vector_norm(g.reshape(s, -1), dim=1) for g in grads])
-    scale = torch.clamp(max_norm / torch.linalg.vector_norm(norms, dim=0), max=1.0)
-    for g in grads:
-        g.mul_(scale.view(s, *([1] * (g.ndim - 1))))
 
 
 class VectorizedEngine(Engine):
@@ -175,46 +170,27 @@ class VectorizedEngine(Engine):
     def _scalar(self, value: float) -> Tensor:
         return torch.full((), value, dtype=torch.float64, device=self.setup.device)
 
+    def whole_step(
+        self,
+        y: list[Tensor],
+        buffers: dict[str, Tensor],
+        local: State,
+        xb: Tensor,
+        yb: Tensor,
+        mask: Tensor | None,
+        k: int,
+        info: RoundInfo,
+    ) -> None:
+        """The compiled stacked step (`tensor_scalars`) of local step k with the step's own
+        info (`RoundInfo.at_step(k)`): its scalars as 0-d device tensors, so that the compiled
+        graph freezes no value (fedbench.engine.captured)."""
+        scalar = self._scalar
+        tensors = replace(info, lr=scalar(info.lr), round=scalar(info.round))
+        self.step(y, buffers, local, xb, yb, mask, scalar(k), tensors)
+
     def _captured_step(self, private: bool) -> None:
         """The sequential engine's compiled step does not apply: clients train stacked."""
         return None
-
-    def _orders(
-        self, clients: list[int], info: RoundInfo
-    ) -> tuple[Callable[[int], Tensor], Tensor | None, list[torch.Generator]]:
-        """The clients' batches as a function of the local step k (0-based) giving (S, B) batch
-        indices, drawn one local epoch at a time; an optional (S, B) sample mask (clients of
-        unequal widths, padded); and the clients' generators."""
-        s, cfg = self.setup, self.cfg
-        orders, generators = [], []
-        for client in clients:
-            generator = torch.Generator().manual_seed(client_seed(cfg.seed, info.round, client))
-            orders.append(
-                batch_indices(
-                    s.clients[client],
-                    info.local_steps,
-                    cfg.fl.batch_size,
-                    generator,
-                    advance=s.data.augment is not None,  # it augments the batches next
-                )
-            )
-            generators.append(generator)
-        widths = [o.shape[1] for o in orders]
-        widest = max(widths)
-        if all(w == widest for w in widths):
-            return (lambda k: torch.stack([o[k] for o in orders])), None, generators
-        device = s.clients[clients[0]].device
-        mask = torch.zeros(len(orders), widest, device=device)
-        for i, w in enumerate(widths):
-            mask[i, :w] = 1.0
-
-        def padded(k: int) -> Tensor:
-            rows = torch.zeros(len(orders), widest, dtype=torch.int64, device=device)
-            for i, o in enumerate(orders):
-                rows[i, : widths[i]] = o[k]
-            return rows
-
-        return padded, mask, generators
 
     def client_chunk(self, clients: int) -> int:
         """Clients trained together (`runtime.client_chunk`; auto: from free device memory)."""
@@ -234,78 +210,34 @@ class VectorizedEngine(Engine):
         )
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
+        jobs, finish = self.round_jobs(r, lr, diagnostics)
+        train_jobs(jobs)
+        finish()
+
+    def round_jobs(
+        self, r: int, lr: float, diagnostics: bool
+    ) -> tuple[list[ClientJob], Callable[[], None]]:
+        """Round r's sampled clients as jobs for the chunk trainer (fedbench.engine.stacked),
+        and what ends the round once they are trained (the aggregation and server step)."""
         clients = self.setup.schedule[r]
         if not clients:  # every sampled client dropped out: no update this round
-            return
+            return [], lambda: None
         info = round_info(
             self.cfg.algorithm, r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients)
         )
         results = self._new_results(r, diagnostics)
-        chunk = self.client_chunk(len(clients))
-        for group in self._groups(clients):
-            for start in range(0, len(group), chunk):
-                self._train_chunk(group[start : start + chunk], info, results)
-        self._finish_round(results, info)
+        jobs = [ClientJob(self, client, info, results) for client in clients]
+        return jobs, lambda: self._finish_round(results, info)
+
+    def batch_width(self, client: int) -> int:
+        """The width of the client's batches (its whole local set with batch_size 0)."""
+        batch, size = self.cfg.fl.batch_size, self.setup.client_sizes[client]
+        return size if batch == 0 or batch >= size else batch
 
     def _groups(self, clients: list[int]) -> list[list[int]]:
         """The clients in groups trained apart: with BatchNorm, one group per batch width, as
         padded samples would enter the batch statistics; otherwise one group (padded)."""
-        if not self.buffer_names:
-            return [clients]
-        batch = self.cfg.fl.batch_size
-        groups: dict[int, list[int]] = {}
-        for client in clients:
-            size = self.setup.client_sizes[client]
-            groups.setdefault(size if batch == 0 or batch >= size else batch, []).append(client)
-        return list(groups.values())
-
-    def _train_chunk(self, clients: list[int], info: RoundInfo, results: RoundResults) -> None:
-        """Train `clients` together for K steps and add their uploads to the round's results."""
-        s = self.setup
-        algorithm = s.algorithm
-        n = len(clients)
-        stored = [self.client_states.get(c) for c in clients]
-        stored = [None if st is None else to_device(st, s.device) for st in stored]
-        local = stack_states(
-            [algorithm.client_begin(self.x, self.server, st, info) for st in stored]
-        )
-        y = [t.unsqueeze(0).repeat(n, *([1] * t.ndim)) for t in self.x]
-        buffers = {
-            name: g.unsqueeze(0).repeat(n, *([1] * g.ndim))
-            for name, g in zip(self.buffer_names, self.global_buffers, strict=True)
-        }
-        orders, mask, generators = self._orders(clients, info)
-        s.model.train()
-        data = s.data
-        step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
-        for k in range(1, info.local_steps + 1):
-            idx = orders(k - 1)
-            xb, yb = data.x_train[idx], data.y_train[idx]
-            if data.augment is not None:
-                xb = torch.stack([data.augment(xb[i], generators[i]) for i in range(n)])
-            if s.prepare is not None:
-                xb = s.prepare(xb.flatten(0, 1)).unflatten(0, idx.shape)
-            before = [t.clone() for t in y] if results.diagnostics else None
-            step_info = info.at_step(k)
-            if self.tensor_scalars:  # 0-d device tensors: the compiled graph freezes no value
-                scalar = self._scalar
-                step_info = replace(step_info, lr=scalar(step_info.lr), round=scalar(info.round))
-                self.step(y, buffers, local, xb, yb, mask, scalar(k), step_info)
-            else:
-                self.step(y, buffers, local, xb, yb, mask, k, step_info)
-            if before is not None:
-                step_sizes = step_sizes + local_step_sizes(before, y, n)
-        ratios = (step_sizes / info.local_steps / info.lr).tolist() if results.diagnostics else None
-        for i, client in enumerate(clients):
-            params = [t[i] for t in y]
-            client_buffers = [buffers[name][i] for name in self.buffer_names]
-            self._end_client(
-                results,
-                client,
-                params,
-                index_state(local, i),
-                stored[i],
-                info,
-                client_buffers,
-                ratios[i] if ratios is not None else None,
-            )
+        info = round_info(self.cfg.algorithm, 0, 0.0, self.cfg.fl.local_steps, 1, 1)
+        results = RoundResults(False)
+        jobs = [ClientJob(self, c, info, results) for c in clients]
+        return [[job.client for job in group] for group in width_groups(jobs)]

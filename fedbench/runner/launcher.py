@@ -13,6 +13,11 @@ before writing anything (a feature not implemented yet, e.g. `blocks: hessian`) 
 `unsupported` with the reason, and its cell says so in the report. A run that another process is
 training (its run folder is locked: a second sweep into the same OUT) is put back at the end of
 the queue and, when nothing else is left, waited for: every run is trained once.
+
+With `runtime.seeds_together`, the runs of a cell that differ only in `seed` form one task
+(fedbench.runner.seed_groups): one worker trains them as one stacked computation
+(fedbench.engine.run_seeds) and sends back one outcome per run, which the queue settles as it
+settles single runs (the failed ones of a group are retried together).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedbench.report.ran import cell_label
+from fedbench.runner.seed_groups import seed_groups
 from fedbench.runner.table_config import Plan, PlannedRun
 
 #: Outcomes of one run in a sweep.
@@ -54,6 +60,7 @@ class Outcome:
     attempts: int = 1  # how often this sweep started the run
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES of the worker that ran it
     node: str | None = None  # the Ray node that ran it (the first 8 hex digits of its id)
+    together: int = 1  # runs trained in the same computation (runtime.seeds_together)
 
 
 def visible_gpus() -> list[str]:
@@ -85,31 +92,63 @@ def run_one(
     """
     from fedbench.config import parse_run_config
     from fedbench.engine import train
+
+    cfg = parse_run_config(cfg_data)
+    t0 = time.perf_counter()
+    try:
+        ended: Any = train(cfg, Path(out), console=None, wait=wait, save_model=save_model)
+    except Exception as exc:
+        ended = exc
+    return _outcome(cfg, ended, Path(out), time.perf_counter() - t0)
+
+
+def run_group(
+    cfgs_data: list[dict[str, Any]], out: str, wait: bool = True, save_model: bool = False
+) -> list[Outcome]:
+    """Train several runs (seeds of one cell) in this process, the ones that stack together
+    (fedbench.engine.run_seeds): one outcome per run, as `run_one` would give it; never raises."""
+    from fedbench.config import parse_run_config
+    from fedbench.engine.run import RunResult
+    from fedbench.engine.run_seeds import train_together
+
+    cfgs = [parse_run_config(data) for data in cfgs_data]
+    t0 = time.perf_counter()
+    try:
+        ended: list[Any] = train_together(cfgs, Path(out), wait=wait, save_model=save_model)
+    except Exception as exc:
+        ended = [exc] * len(cfgs)
+    wall = time.perf_counter() - t0
+    trained = sum(isinstance(e, RunResult) and e.status != "skipped" for e in ended)
+    outcomes = [_outcome(cfg, e, Path(out), wall) for cfg, e in zip(cfgs, ended, strict=True)]
+    for outcome in outcomes:
+        outcome.together = max(1, trained)
+    return outcomes
+
+
+def _outcome(cfg: Any, ended: Any, out: Path, wall: float) -> Outcome:
+    """The outcome of a run that `train` returned `ended` for (its RunResult), or raised
+    `ended` in (refused before writing anything: unsupported; another holds it: busy)."""
     from fedbench.engine.run_folder import RunBusyError, RunFolder
     from fedbench.errors import FedbenchError
 
-    cfg = parse_run_config(cfg_data)
     run_id = cfg.run_id()
-    t0 = time.perf_counter()
-    try:
-        result = train(cfg, Path(out), console=None, wait=wait, save_model=save_model)
-    except RunBusyError:
+    if isinstance(ended, RunBusyError):
         return Outcome(run_id, "busy")
-    except FedbenchError as exc:
-        summary = RunFolder.for_config(Path(out), cfg).read_summary()
+    if isinstance(ended, FedbenchError):
+        summary = RunFolder.for_config(out, cfg).read_summary()
         if summary is None:  # refused before anything was written
-            return Outcome(run_id, "unsupported", str(exc))
-        return Outcome(run_id, "failed", summary.get("error") or str(exc))
-    except Exception as exc:
-        return Outcome(run_id, "failed", f"{type(exc).__name__}: {exc}")
-    summary = result.summary
-    status = summary.get("status", result.status)
+            return Outcome(run_id, "unsupported", str(ended))
+        return Outcome(run_id, "failed", summary.get("error") or str(ended))
+    if isinstance(ended, BaseException):
+        return Outcome(run_id, "failed", f"{type(ended).__name__}: {ended}")
+    summary = ended.summary
+    status = summary.get("status", ended.status)
     return Outcome(
         run_id,
         status,
         summary.get("error"),
-        wall_s=time.perf_counter() - t0,
-        cached=result.status == "skipped",
+        wall_s=wall,
+        cached=ended.status == "skipped",
         test_acc=(summary.get("final") or {}).get("test_acc"),
         gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
     )
@@ -120,14 +159,24 @@ class Task:
     run: PlannedRun
     attempt: int = 1
     wait: bool = False  # block on the run's lock (only once nothing else is left to do)
+    #: Further runs (seeds of the same cell) trained with `run` in one process.
+    together: tuple[PlannedRun, ...] = ()
+
+    @property
+    def runs(self) -> list[PlannedRun]:
+        return [self.run, *self.together]
 
 
 class RunQueue:
     """What to start next, and what an outcome means: done, retry once, or wait for another
     process that holds the run's lock. Shared by the local and the Ray launcher."""
 
-    def __init__(self, runs: list[PlannedRun]) -> None:
-        self.todo: deque[Task] = deque(Task(run) for run in runs)
+    def __init__(
+        self, runs: list[PlannedRun], groups: list[list[PlannedRun]] | None = None
+    ) -> None:
+        """One task per run, or per group of runs trained together (`groups`)."""
+        groups = groups if groups is not None else [[run] for run in runs]
+        self.todo: deque[Task] = deque(Task(g[0], together=tuple(g[1:])) for g in groups)
         self.outcomes: dict[str, Outcome] = {}
 
     def __bool__(self) -> bool:
@@ -148,6 +197,20 @@ class RunQueue:
         outcome.attempts = task.attempt
         self.outcomes[task.run.run_id] = outcome
         return "done"
+
+    def settle_all(self, task: Task, outcomes: list[Outcome]) -> list[str]:
+        """Record the outcome of each run of a task (in `task.runs` order), as `settle` does; the
+        runs to retry are retried together, as one task. Returns done | retry | wait per run."""
+        steps, retry = [], []
+        for run, outcome in zip(task.runs, outcomes, strict=True):
+            if outcome.status == "failed" and task.attempt < MAX_ATTEMPTS:
+                retry.append(run)
+                steps.append("retry")
+            else:
+                steps.append(self.settle(Task(run, task.attempt, task.wait), outcome))
+        if retry:
+            self.todo.append(Task(retry[0], task.attempt + 1, together=tuple(retry[1:])))
+        return steps
 
 
 class SweepProgress:
@@ -227,8 +290,8 @@ class SweepProgress:
         self.done += 1
         self.failed += outcome.status in ("failed", "diverged")
         self.cached += outcome.cached
-        if not outcome.cached:
-            self.trained_s += outcome.wall_s
+        if not outcome.cached:  # a run trained with others took its share of their time
+            self.trained_s += outcome.wall_s / outcome.together
         if self.rich is not None:
             # A finished run leaves the bar's total instead of completing in no time.
             total = self.total - self.cached
@@ -266,11 +329,32 @@ def unique_runs(plan: Plan) -> list[PlannedRun]:
 
 def settle(queue: RunQueue, task: Task, outcome: Outcome, progress: SweepProgress) -> None:
     """Record an outcome in the queue and show it (a retry, or a final line)."""
-    step = queue.settle(task, outcome)
-    if step == "retry":
-        progress.retrying(task.run, outcome)
-    elif step == "done":
-        progress.update(task.run, outcome)
+    settle_all(queue, task, [outcome], progress)
+
+
+def settle_all(
+    queue: RunQueue, task: Task, outcomes: list[Outcome], progress: SweepProgress
+) -> None:
+    """Record the outcome of each run of a task and show it (a retry, or a final line)."""
+    steps = queue.settle_all(task, outcomes)
+    for run, outcome, step in zip(task.runs, outcomes, steps, strict=True):
+        if step == "retry":
+            progress.retrying(run, outcome)
+        elif step == "done":
+            progress.update(run, outcome)
+
+
+def run_runs(cfgs_data: list[dict[str, Any]], out: str, wait: bool) -> list[Outcome]:
+    """Train a task's runs, given by their configs: one alone (`run_one`), or seeds together
+    (`run_group`); one outcome per run."""
+    if len(cfgs_data) == 1:
+        return [run_one(cfgs_data[0], out, wait=wait)]
+    return run_group(cfgs_data, out, wait=wait)
+
+
+def run_task(task: Task, out: str) -> list[Outcome]:
+    """Train a task's runs in this process: one outcome per run."""
+    return run_runs([run.cfg.to_dict() for run in task.runs], out, task.wait)
 
 
 def launch(
@@ -287,22 +371,22 @@ def launch(
     """
     runs = unique_runs(plan)
     gpus = visible_gpus() if gpus is None else gpus
+    groups = seed_groups(runs, bool(gpus))
     runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in runs), default=1)
-    # Never more slots than runs (--workers 1000000000 must not build a list that long).
-    most = max(1, len(runs))
+    # Never more slots than tasks (--workers 1000000000 must not build a list that long).
+    most = max(1, len(groups))
     runs_per_gpu = min(runs_per_gpu, most)
     slots = local_slots(None if workers is None else min(workers, most), runs_per_gpu, gpus)[:most]
     threads = max(1, (os.cpu_count() or 1) // len(slots))
     progress = SweepProgress(console, len(runs), len(slots), plan.name)
-    queue = RunQueue(runs)
+    queue = RunQueue(runs, groups)
     try:
         if len(slots) == 1 and slots[0] is None:
             # One CPU worker: in this process (no start-up cost; a kill ends the sweep, and the
             # next sweep resumes it).
             while queue:
                 task = queue.pop()
-                outcome = run_one(task.run.cfg.to_dict(), str(out), wait=task.wait)
-                settle(queue, task, outcome, progress)
+                settle_all(queue, task, run_task(task, str(out)), progress)
         else:
             _launch_processes(queue, out, slots, threads, progress)
     finally:
@@ -334,12 +418,13 @@ def _launch_processes(
     workers = [_start_worker(context, threads, gpu) for gpu in slots]
     try:
         while busy := _assign(queue, workers, out, context, threads):
-            progress.set_running(len(busy))
+            progress.set_running(sum(len(w.task.runs) for w in busy if w.task is not None))
             ready = wait_any([w.conn for w in busy] + [w.process.sentinel for w in busy])
             for worker in busy:
                 if worker.conn in ready or worker.process.sentinel in ready:
                     task, worker.task = worker.task, None
-                    settle(queue, task, _receive(worker, task), progress)
+                    if task is not None:
+                        settle_all(queue, task, _receive(worker, task), progress)
     except BaseException:  # Ctrl-C or a crash of the driver: leave no orphan training
         for worker in workers:
             worker.process.terminate()
@@ -357,7 +442,8 @@ def _assign(
             if not worker.process.is_alive():  # replace a worker that was killed
                 workers[i] = worker = _start_worker(context, threads, worker.gpu)
             worker.task = queue.pop()
-            worker.conn.send((worker.task.run.cfg.to_dict(), str(out), worker.task.wait))
+            cfgs = [run.cfg.to_dict() for run in worker.task.runs]
+            worker.conn.send((cfgs, str(out), worker.task.wait))
     return [w for w in workers if w.task is not None]
 
 
@@ -370,8 +456,9 @@ def _stop_workers(workers: list[_Worker]) -> None:
         worker.conn.close()
 
 
-def _receive(worker: _Worker, task: Task) -> Outcome:
-    """The outcome a worker sent, or `failed` with the signal that killed it."""
+def _receive(worker: _Worker, task: Task) -> list[Outcome]:
+    """The outcomes a worker sent (one per run of the task), or `failed` for each run with the
+    signal that killed it."""
     try:
         return worker.conn.recv()
     except (EOFError, OSError):
@@ -379,11 +466,12 @@ def _receive(worker: _Worker, task: Task) -> Outcome:
     worker.process.join(timeout=10)
     code = worker.process.exitcode
     how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
-    return Outcome(task.run.run_id, "failed", f"worker process died ({how})")
+    return [Outcome(run.run_id, "failed", f"worker process died ({how})") for run in task.runs]
 
 
 def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
-    """A worker process: runs (config, out, wait) messages one by one until None."""
+    """A worker process: runs (configs, out, wait) messages one by one until None (the configs
+    of one run, or of seeds trained together)."""
     _die_with_parent()
     # Ctrl-C reaches the whole process group: the launcher decides, and terminates the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -399,8 +487,8 @@ def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
             return
         if message is None:
             return
-        cfg_data, out, wait = message
-        conn.send(run_one(cfg_data, out, wait=wait))
+        cfgs_data, out, wait = message
+        conn.send(run_runs(cfgs_data, out, wait))
 
 
 def _die_with_parent() -> None:

@@ -1,0 +1,362 @@
+"""The vectorised engine's chunk trainer: clients stacked along a leading dimension, each from its
+own start weights, trained together for K local steps (fedbench.engine.vectorized).
+
+A chunk is a list of `ClientJob`s: a client together with the run (engine) it belongs to, the
+round's info and the round's results. One run's clients all start from its global model; the
+seeds of a table cell trained together (fedbench.engine.seeds) put several runs' clients into
+one chunk, each starting from its own run's global model. The forward/backward pass is one vmap
+over all of them; the algorithm's local step (elementwise, scalars per run) and everything
+after the K steps (client_end, the upload into the round's results) run per run, on views of
+the stacked tensors, so each run computes what it computes on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.config import RunConfig
+from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.engine.aggregation import RoundResults, local_step_sizes
+from fedbench.engine.client_state import index_state, stack_states, to_device
+from fedbench.engine.setup import RunSetup
+
+
+class VectorizedEngine(Protocol):
+    """What the chunk trainer reads of a run's engine (fedbench.engine.vectorized's class)."""
+
+    setup: RunSetup
+    cfg: RunConfig
+    x: list[Tensor]
+    global_buffers: list[Tensor]
+    server: State
+    client_states: dict[int, State]
+    autocast: torch.dtype | None
+    #: The trainable parameters' and the stacked buffers' names, in the order of x and buffers.
+    names: list[str]
+    buffer_names: list[str]
+    #: vmap(grad(loss)) over the stacked clients, with and without a sample mask.
+    grad_fn: Callable[..., dict[str, Tensor]]
+    grad_fn_unweighted: Callable[..., dict[str, Tensor]]
+    #: True: `whole_step` is the compiled stacked step (gradients, clipping and the local rule
+    #: as one graph; `runtime.compile` with a capturable rule).
+    tensor_scalars: bool
+
+    def whole_step(
+        self,
+        y: list[Tensor],
+        buffers: dict[str, Tensor],
+        local: State,
+        xb: Tensor,
+        yb: Tensor,
+        mask: Tensor | None,
+        k: int,
+        info: RoundInfo,
+    ) -> None: ...
+
+    def client_chunk(self, clients: int) -> int: ...
+
+    def batch_width(self, client: int) -> int: ...
+
+    def _end_client(
+        self,
+        results: RoundResults,
+        client: int,
+        params: list[Tensor],
+        local: State,
+        stored: State | None,
+        info: RoundInfo,
+        buffers: list[Tensor],
+        step_ratio: float | None = None,
+    ) -> None: ...
+
+
+@dataclass
+class ClientJob:
+    """One sampled client of one run: the run's engine (its setup, global model, server and
+    client states), the client, and the round's info and results it adds its upload to."""
+
+    engine: VectorizedEngine
+    client: int
+    info: RoundInfo
+    results: RoundResults
+
+
+@dataclass
+class StepGroup:
+    """Rows [start, stop) of the stacked tensors that take one call of the local rule: one run's
+    clients, or the clients of several runs whose rounds agree (same algorithm class and round
+    info: an elementwise rule then computes each row exactly as its run alone would)."""
+
+    algorithm: Algorithm
+    info: RoundInfo
+    start: int
+    stop: int
+    local: Any
+
+
+def segments(jobs: list[ClientJob]) -> Iterator[tuple[VectorizedEngine, int, int]]:
+    """(engine, start, stop) of each run of consecutive jobs of one engine."""
+    start = 0
+    for engine, group in itertools.groupby(jobs, key=lambda job: job.engine):
+        size = len(list(group))
+        yield engine, start, start + size
+        start += size
+
+
+def width_groups(jobs: list[ClientJob]) -> list[list[ClientJob]]:
+    """The jobs in groups trained apart: with BatchNorm, one group per batch width (padded
+    samples would enter the batch statistics); otherwise one group (padded).
+
+    Each run sees its own groups in the order it meets their widths, as it does alone (so that
+    its uploads are added in the same order); runs whose next width agrees train together."""
+    lead = jobs[0].engine
+    if not lead.buffer_names:
+        return [jobs]
+    queues = []
+    for engine, start, stop in segments(jobs):
+        own: dict[int, list[ClientJob]] = {}
+        for job in jobs[start:stop]:
+            own.setdefault(engine.batch_width(job.client), []).append(job)
+        queues.append(list(own.items()))
+    groups = []
+    while any(queues):
+        width = next(q[0][0] for q in queues if q)
+        group: list[ClientJob] = []
+        for q in queues:
+            if q and q[0][0] == width:
+                group += q.pop(0)[1]
+        groups.append(group)
+    return groups
+
+
+def train_jobs(jobs: list[ClientJob]) -> None:
+    """Train every job (its client's K local steps), in width groups and client chunks, and add
+    each upload to its run's results; the first job's engine supplies the model function."""
+    if not jobs:
+        return
+    lead = jobs[0].engine
+    chunk = lead.client_chunk(len(jobs))
+    for group in width_groups(jobs):
+        for start in range(0, len(group), chunk):
+            train_chunk(group[start : start + chunk])
+
+
+def _orders(
+    jobs: list[ClientJob], k_steps: int
+) -> tuple[Callable[[int], Tensor], Tensor | None, list[torch.Generator]]:
+    """The clients' batches as a function of the local step k (0-based) giving (S, B) batch
+    indices, drawn one local epoch at a time; an optional (S, B) sample mask (clients of
+    unequal widths, padded); and the clients' generators (each from its run's seed)."""
+    orders, generators = [], []
+    for job in jobs:
+        s, cfg = job.engine.setup, job.engine.cfg
+        generator = torch.Generator().manual_seed(client_seed(cfg.seed, job.info.round, job.client))
+        orders.append(
+            batch_indices(
+                s.clients[job.client],
+                k_steps,
+                cfg.fl.batch_size,
+                generator,
+                advance=s.data.augment is not None,  # it augments the batches next
+            )
+        )
+        generators.append(generator)
+    widths = [o.shape[1] for o in orders]
+    widest = max(widths)
+    if all(w == widest for w in widths):
+        return (lambda k: torch.stack([o[k] for o in orders])), None, generators
+    device = jobs[0].engine.setup.device
+    mask = torch.zeros(len(orders), widest, device=device)
+    for i, w in enumerate(widths):
+        mask[i, :w] = 1.0
+
+    def padded(k: int) -> Tensor:
+        rows = torch.zeros(len(orders), widest, dtype=torch.int64, device=device)
+        for i, o in enumerate(orders):
+            rows[i, : widths[i]] = o[k]
+        return rows
+
+    return padded, mask, generators
+
+
+def _batch(jobs: list[ClientJob], idx: Tensor, generators: list[torch.Generator]) -> Tensor:
+    """The (S, B, ...) inputs of step idx: each client's samples from its run's data (runs that
+    share one data set gather once), augmented with its own generator."""
+    parts = []
+    for engine, start, stop in _data_segments(jobs):
+        data = engine.setup.data
+        xb = data.x_train[idx[start:stop]]
+        if data.augment is not None:
+            xb = torch.stack(
+                [data.augment(xb[i], generators[start + i]) for i in range(stop - start)]
+            )
+        parts.append(xb)
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _labels(jobs: list[ClientJob], idx: Tensor) -> Tensor:
+    parts = [e.setup.data.y_train[idx[a:b]] for e, a, b in _data_segments(jobs)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+def _data_segments(jobs: list[ClientJob]) -> list[tuple[VectorizedEngine, int, int]]:
+    """Like `segments`, but runs that hold the same data object share one segment."""
+    merged: list[tuple[VectorizedEngine, int, int]] = []
+    for engine, start, stop in segments(jobs):
+        if merged and merged[-1][0].setup.data is engine.setup.data:
+            merged[-1] = (merged[-1][0], merged[-1][1], stop)
+        else:
+            merged.append((engine, start, stop))
+    return merged
+
+
+def _start(
+    jobs: list[ClientJob],
+) -> tuple[list[StepGroup], list[Any], list[Tensor], dict[str, Tensor]]:
+    """The local-rule groups with their clients' states (client_begin), each job's stored state,
+    and the stacked start weights and buffers: every client starts from its own run's global
+    model."""
+    groups, stored_all, weights, buffers = [], [], [], []
+    for engine, start, stop in segments(jobs):
+        s = engine.setup
+        stored = [engine.client_states.get(job.client) for job in jobs[start:stop]]
+        stored = [None if st is None else to_device(st, s.device) for st in stored]
+        info = jobs[start].info
+        local = stack_states(
+            [s.algorithm.client_begin(engine.x, engine.server, st, info) for st in stored]
+        )
+        groups.append(StepGroup(s.algorithm, info, start, stop, local))
+        stored_all += stored
+        n = stop - start
+        weights.append([t.unsqueeze(0).expand(n, *t.shape) for t in engine.x])
+        buffers.append([g.unsqueeze(0).expand(n, *g.shape) for g in engine.global_buffers])
+    lead = jobs[0].engine
+    y = [torch.cat(parts) for parts in zip(*weights, strict=True)]
+    stacked = {
+        name: torch.cat(parts)
+        for name, parts in zip(lead.buffer_names, zip(*buffers, strict=True), strict=False)
+    }
+    return _merged(groups), stored_all, y, stacked
+
+
+def _merged(groups: list[StepGroup]) -> list[StepGroup]:
+    """The runs' groups as one when their rounds agree (the usual case: the seeds of a cell at
+    the same round), so that the local rule runs once over all rows instead of once per run."""
+    first = groups[0]
+    if len(groups) == 1 or any(
+        type(g.algorithm) is not type(first.algorithm) or g.info != first.info for g in groups
+    ):
+        return groups
+    local = cat_states([g.local for g in groups])
+    return [StepGroup(first.algorithm, first.info, 0, groups[-1].stop, local)]
+
+
+def cat_states(states: list[Any]) -> Any:
+    """Stacked states concatenated along their client dim (non-tensor leaves: the first's)."""
+    first = states[0]
+    if isinstance(first, Tensor):
+        return torch.cat(states)
+    if isinstance(first, dict):
+        return {k: cat_states([s[k] for s in states]) for k in first}
+    if isinstance(first, list | tuple):
+        return type(first)(cat_states(list(items)) for items in zip(*states, strict=True))
+    return first
+
+
+def train_chunk(jobs: list[ClientJob]) -> None:
+    """Train `jobs` together for K steps and add their uploads to their runs' results."""
+    lead = jobs[0].engine
+    s, cfg = lead.setup, lead.cfg
+    n = len(jobs)
+    k_steps = jobs[0].info.local_steps
+    groups, stored, y, buffers = _start(jobs)
+    orders, mask, generators = _orders(jobs, k_steps)
+    s.model.train()
+    cast = (
+        torch.autocast(s.device.type, dtype=lead.autocast)
+        if lead.autocast is not None
+        else contextlib.nullcontext()
+    )
+    diagnostics = any(job.results.diagnostics for job in jobs)
+    step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
+    for k in range(1, k_steps + 1):
+        idx = orders(k - 1)
+        xb, yb = _batch(jobs, idx, generators), _labels(jobs, idx)
+        if s.prepare is not None:
+            xb = s.prepare(xb.flatten(0, 1)).unflatten(0, idx.shape)
+        if lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
+            before = [t.clone() for t in y] if diagnostics else None
+            lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, groups[0].info.at_step(k))
+            if before is not None:
+                step_sizes = step_sizes + local_step_sizes(before, y, n)
+            continue
+        params = dict(zip(lead.names, y, strict=True))
+        with cast:
+            if mask is None:
+                grads = lead.grad_fn_unweighted(params, buffers, xb, yb)
+            else:
+                grads = lead.grad_fn(params, buffers, xb, yb, mask)
+        g = [grads[name] for name in lead.names]
+        clip_per_client_(g, cfg.algorithm.grad_clip)
+        before = [t.clone() for t in y] if diagnostics else None
+        with torch.no_grad():
+            for group in groups:  # each run's own local rule and scalars, on its rows
+                rows = slice(group.start, group.stop)
+                whole = group.stop - group.start == n
+                group.algorithm.local_step(
+                    y if whole else [t[rows] for t in y],
+                    g if whole else [t[rows] for t in g],
+                    group.local,
+                    k,
+                    group.info.at_step(k),
+                )
+        if before is not None:
+            step_sizes = step_sizes + local_step_sizes(before, y, n)
+    _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
+
+
+def _finish(
+    jobs: list[ClientJob],
+    groups: list[StepGroup],
+    stored: list[Any],
+    y: list[Tensor],
+    buffers: dict[str, Tensor],
+    step_sizes: Tensor | None,
+) -> None:
+    """client_end of every job, its state stored and its upload added to its run's results."""
+    lead = jobs[0].engine
+    for group in groups:
+        for i in range(group.start, group.stop):
+            job = jobs[i]
+            ratio = None
+            if step_sizes is not None and job.results.diagnostics:
+                ratio = float(step_sizes[i] / job.info.local_steps / job.info.lr)
+            job.engine._end_client(
+                job.results,
+                job.client,
+                [t[i] for t in y],
+                index_state(group.local, i - group.start),
+                stored[i],
+                job.info,
+                [buffers[name][i] for name in lead.buffer_names],
+                ratio,
+            )
+
+
+def clip_per_client_(grads: list[Tensor], max_norm: float | None) -> None:
+    """Per-client global-norm clipping of stacked gradients (leading dim = client)."""
+    if max_norm is None:
+        return
+    s = grads[0].shape[0]
+    norms = torch.stack([torch.linalg.vector_norm(g.reshape(s, -1), dim=1) for g in grads])
+    scale = torch.clamp(max_norm / torch.linalg.vector_norm(norms, dim=0), max=1.0)
+    for g in grads:
+        g.mul_(scale.view(s, *([1] * (g.ndim - 1))))
