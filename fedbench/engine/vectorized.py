@@ -113,13 +113,13 @@ class VectorizedEngine(Engine):
         #: The stacked step (gradients, per-client clipping, the local rule), compiled as one
         #: graph with `runtime.compile` where the local rule is capturable; else the eager step
         #: (with the vmapped gradient compiled alone under `runtime.compile`).
-        self.step: Callable[..., None] = self._stacked_step
+        self.stacked_step: Callable[..., None] = self._stacked_step
         self.tensor_scalars = False
         if self.cfg.runtime.compile:
             if captured_unsupported(setup.algorithm, private=False) is None:
                 # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
                 # run are few (clients train in groups of one batch width, chunks of one size).
-                self.step = CompiledOrEager(
+                self.stacked_step = CompiledOrEager(
                     compile_per_owner(self._stacked_step, dynamic=False),
                     self._stacked_step,
                     self._compile_gradient_only,
@@ -186,7 +186,7 @@ class VectorizedEngine(Engine):
         graph freezes no value (fedbench.engine.captured)."""
         scalar = self._scalar
         tensors = replace(info, lr=scalar(info.lr), round=scalar(info.round))
-        self.step(y, buffers, local, xb, yb, mask, scalar(k), tensors)
+        self.stacked_step(y, buffers, local, xb, yb, mask, scalar(k), tensors)
 
     def _captured_step(self, private: bool) -> None:
         """The sequential engine's compiled step does not apply: clients train stacked."""
