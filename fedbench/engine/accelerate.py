@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -30,6 +31,17 @@ def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
     return torch.bfloat16 if precision == "bf16" else None
+
+
+def autocast_context(
+    device_type: str, dtype: torch.dtype | None, *, cache: bool = True
+) -> contextlib.AbstractContextManager[object]:
+    """torch.autocast to `dtype` (the run's `apply_precision`), or nothing when it is None.
+    `cache=False` turns off the weight-cast cache, which CUDA graph capture needs off (and
+    which lives for one step anyway)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=dtype, cache_enabled=cache)
 
 
 def _float_inputs(module: nn.Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:

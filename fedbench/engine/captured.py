@@ -26,7 +26,6 @@ draws its own masks).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import types
 from collections.abc import Callable
@@ -37,6 +36,30 @@ from torch import Tensor, nn
 from torch.func import functional_call, grad
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.engine.accelerate import autocast_context
+
+
+def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
+    """Rescale g so that its global L2 norm is <= max_norm (no-op below it; no host sync)."""
+    if max_norm is None:
+        return
+    norms = torch._foreach_norm(grads)
+    total = torch.linalg.vector_norm(torch.stack(norms))
+    torch._foreach_mul_(grads, torch.clamp(max_norm / total, max=1.0))
+
+
+def device_scalar(value: float, device: torch.device) -> Tensor:
+    """A step scalar as a 0-d float64 device tensor (a fill kernel: no host copy)."""
+    return torch.full((), value, dtype=torch.float64, device=device)
+
+
+def step_scalars(k: int, info: RoundInfo, device: torch.device) -> tuple[Tensor, RoundInfo]:
+    """Local step k and the step's RoundInfo (`RoundInfo.at_step(k)`) with k, eta_{r,k} and r
+    as 0-d device tensors: what a compiled step takes, so that its graph freezes no value."""
+    tensors = dataclasses.replace(
+        info, lr=device_scalar(info.lr, device), round=device_scalar(info.round, device)
+    )
+    return device_scalar(k, device), tensors
 
 
 def captured_unsupported(algorithm: Algorithm, private: bool) -> str | None:
@@ -167,31 +190,18 @@ class CapturedStep:
         info: RoundInfo,
     ) -> None:
         """The step itself (what is compiled): gradient at y, clipped, then the local rule."""
-        cast = (
-            torch.autocast(self.device.type, dtype=self.autocast, cache_enabled=False)
-            if self.autocast is not None
-            else contextlib.nullcontext()
-        )
         params = dict(zip(self.names, y, strict=True))
-        with cast:
+        with autocast_context(self.device.type, self.autocast, cache=False):
             found = grad(self._loss)(
                 params, dict(zip(self.buffer_names, buffers, strict=True)), xb, yb
             )
         g = [found[name] for name in self.names]
-        if self.grad_clip is not None:
-            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g)))
-            torch._foreach_mul_(g, torch.clamp(self.grad_clip / total, max=1.0))
+        clip_grad_norm_(g, self.grad_clip)
         with torch.no_grad():
             self.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
-
-    def scalar(self, value: float) -> Tensor:
-        """A step scalar as a 0-d float64 device tensor (a fill kernel: no host copy)."""
-        return torch.full((), value, dtype=torch.float64, device=self.device)
 
     def __call__(self, local: State, xb: Tensor, yb: Tensor, k: int, info: RoundInfo) -> None:
         """Local step k (1-based) of the client whose state is `local`, with `info` the step's
         own RoundInfo (`RoundInfo.at_step(k)`: its lr is eta_{r,k})."""
-        tensor_info = dataclasses.replace(
-            info, lr=self.scalar(info.lr), round=self.scalar(info.round)
-        )
-        self.step(self.y, self.buffers, local, xb, yb, self.scalar(k), tensor_info)
+        k_tensor, tensor_info = step_scalars(k, info, self.device)
+        self.step(self.y, self.buffers, local, xb, yb, k_tensor, tensor_info)

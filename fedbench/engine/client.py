@@ -18,23 +18,15 @@ from torch import Tensor, nn
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
+from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import local_step_sizes
-from fedbench.engine.captured import CapturedStep
+from fedbench.engine.captured import CapturedStep, clip_grad_norm_
 from fedbench.privacy.mechanism import (
     PoissonBatches,
     PrivateGradient,
     noise_generator,
     poisson_batches,
 )
-
-
-def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
-    """Rescale g so that its global L2 norm is <= max_norm (no-op below it; no host sync)."""
-    if max_norm is None:
-        return
-    norms = torch._foreach_norm(grads)
-    total = torch.linalg.vector_norm(torch.stack(norms))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / total, max=1.0))
 
 
 @dataclass(frozen=True)
@@ -199,12 +191,8 @@ def run_client(
         info = dataclasses.replace(info, grad_noise_std=private.noise_std(n_local))
     order = _batch_order(run, samples, info.local_steps, generator)
     device_type = samples.device.type
-    cast = (
-        # No weight-cast cache: it lives for one step anyway, and CUDA graph capture needs it off.
-        torch.autocast(device_type, dtype=autocast, cache_enabled=False)
-        if autocast is not None
-        else contextlib.nullcontext()
-    )
+    # No weight-cast cache: it lives for one step anyway, and CUDA graph capture needs it off.
+    cast = autocast_context(device_type, autocast, cache=False)
     model.train()
     _hand_full_gradient(run, samples, cast, local, info)  # Mime's c_i = grad f_i(x), if used
     step_sizes: list[Tensor] = []

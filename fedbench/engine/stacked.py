@@ -12,7 +12,6 @@ the stacked tensors, so each run computes what it computes on its own.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from torch import Tensor
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
+from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.setup import RunSetup
@@ -274,17 +274,12 @@ def cat_states(states: list[Any]) -> Any:
 def train_chunk(jobs: list[ClientJob]) -> None:
     """Train `jobs` together for K steps and add their uploads to their runs' results."""
     lead = jobs[0].engine
-    s, cfg = lead.setup, lead.cfg
+    s = lead.setup
     n = len(jobs)
     k_steps = jobs[0].info.local_steps
     groups, stored, y, buffers = _start(jobs)
     orders, mask, generators = _orders(jobs, k_steps)
     s.model.train()
-    cast = (
-        torch.autocast(s.device.type, dtype=lead.autocast)
-        if lead.autocast is not None
-        else contextlib.nullcontext()
-    )
     diagnostics = any(job.results.diagnostics for job in jobs)
     step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
     for k in range(1, k_steps + 1):
@@ -292,35 +287,46 @@ def train_chunk(jobs: list[ClientJob]) -> None:
         xb, yb = _batch(jobs, idx, generators), _labels(jobs, idx)
         if s.prepare is not None:
             xb = s.prepare(xb.flatten(0, 1)).unflatten(0, idx.shape)
-        if lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
-            before = [t.clone() for t in y] if diagnostics else None
-            lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, groups[0].info.at_step(k))
-            if before is not None:
-                step_sizes = step_sizes + local_step_sizes(before, y, n)
-            continue
-        params = dict(zip(lead.names, y, strict=True))
-        with cast:
-            if mask is None:
-                grads = lead.grad_fn_unweighted(params, buffers, xb, yb)
-            else:
-                grads = lead.grad_fn(params, buffers, xb, yb, mask)
-        g = [grads[name] for name in lead.names]
-        clip_per_client_(g, cfg.algorithm.grad_clip)
         before = [t.clone() for t in y] if diagnostics else None
-        with torch.no_grad():
-            for group in groups:  # each run's own local rule and scalars, on its rows
-                rows = slice(group.start, group.stop)
-                whole = group.stop - group.start == n
-                group.algorithm.local_step(
-                    y if whole else [t[rows] for t in y],
-                    g if whole else [t[rows] for t in g],
-                    group.local,
-                    k,
-                    group.info.at_step(k),
-                )
+        if lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
+            lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, groups[0].info.at_step(k))
+        else:
+            g = stacked_gradients(lead, y, buffers, xb, yb, mask)
+            with torch.no_grad():
+                for group in groups:  # each run's own local rule and scalars, on its rows
+                    rows = slice(group.start, group.stop)
+                    whole = group.stop - group.start == n
+                    group.algorithm.local_step(
+                        y if whole else [t[rows] for t in y],
+                        g if whole else [t[rows] for t in g],
+                        group.local,
+                        k,
+                        group.info.at_step(k),
+                    )
         if before is not None:
             step_sizes = step_sizes + local_step_sizes(before, y, n)
     _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
+
+
+def stacked_gradients(
+    engine: VectorizedEngine,
+    y: list[Tensor],
+    buffers: dict[str, Tensor],
+    xb: Tensor,
+    yb: Tensor,
+    mask: Tensor | None,
+) -> list[Tensor]:
+    """The stacked clients' gradients at y (vmap over the client dim, under the run's
+    autocast), clipped per client, in the order of `engine.names`."""
+    params = dict(zip(engine.names, y, strict=True))
+    with autocast_context(engine.setup.device.type, engine.autocast):
+        if mask is None:
+            grads = engine.grad_fn_unweighted(params, buffers, xb, yb)
+        else:
+            grads = engine.grad_fn(params, buffers, xb, yb, mask)
+    g = [grads[name] for name in engine.names]
+    clip_per_client_(g, engine.cfg.algorithm.grad_clip)
+    return g
 
 
 def _finish(

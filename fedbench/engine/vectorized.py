@@ -32,9 +32,7 @@ own run's global model, so that the seeds of a table cell can train in one stack
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
-from dataclasses import replace
 
 import torch
 from rich.console import Console
@@ -44,13 +42,24 @@ from torch.func import functional_call, grad, vmap
 from fedbench.algorithms.base import RoundInfo, Scalar, State
 from fedbench.engine.accelerate import batchnorm_in_float32
 from fedbench.engine.aggregation import RoundResults
-from fedbench.engine.captured import CompiledOrEager, captured_unsupported, compile_per_owner
+from fedbench.engine.captured import (
+    CompiledOrEager,
+    captured_unsupported,
+    compile_per_owner,
+    step_scalars,
+)
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import ClientJob, clip_per_client_, train_jobs, width_groups
+from fedbench.engine.stacked import (
+    ClientJob,
+    clip_per_client_,
+    stacked_gradients,
+    train_jobs,
+    width_groups,
+)
 
 #: clip_per_client_ lives in fedbench.engine.stacked now; importable from here as before.
 __all__ = ["VectorizedEngine", "clip_per_client_", "vectorized_unsupported"]
@@ -151,24 +160,9 @@ class VectorizedEngine(Engine):
     ) -> None:
         """Local step k of the stacked clients: their gradients (vmap over the client dim),
         clipped per client, then the algorithm's elementwise rule on the stacked tensors."""
-        cast = (
-            torch.autocast(self.setup.device.type, dtype=self.autocast)
-            if self.autocast is not None
-            else contextlib.nullcontext()
-        )
-        params = dict(zip(self.names, y, strict=True))
-        with cast:
-            if mask is None:
-                grads = self.grad_fn_unweighted(params, buffers, xb, yb)
-            else:
-                grads = self.grad_fn(params, buffers, xb, yb, mask)
-        g = [grads[name] for name in self.names]
-        clip_per_client_(g, self.cfg.algorithm.grad_clip)
+        g = stacked_gradients(self, y, buffers, xb, yb, mask)
         with torch.no_grad():
             self.setup.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
-
-    def _scalar(self, value: float) -> Tensor:
-        return torch.full((), value, dtype=torch.float64, device=self.setup.device)
 
     def whole_step(
         self,
@@ -184,9 +178,8 @@ class VectorizedEngine(Engine):
         """The compiled stacked step (`tensor_scalars`) of local step k with the step's own
         info (`RoundInfo.at_step(k)`): its scalars as 0-d device tensors, so that the compiled
         graph freezes no value (fedbench.engine.captured)."""
-        scalar = self._scalar
-        tensors = replace(info, lr=scalar(info.lr), round=scalar(info.round))
-        self.stacked_step(y, buffers, local, xb, yb, mask, scalar(k), tensors)
+        k_tensor, tensors = step_scalars(k, info, self.setup.device)
+        self.stacked_step(y, buffers, local, xb, yb, mask, k_tensor, tensors)
 
     def _captured_step(self, private: bool) -> None:
         """The sequential engine's compiled step does not apply: clients train stacked."""

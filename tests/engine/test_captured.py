@@ -12,12 +12,13 @@ import torch
 
 from fedbench.algorithms import ALGORITHMS, RoundInfo
 from fedbench.config import ModelConfig, load_run_config
-from fedbench.engine.captured import CapturedStep, captured_unsupported
+from fedbench.engine.captured import CapturedStep, captured_unsupported, step_scalars
 from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import param_spec, prepare_run
 from fedbench.models import build_model
+from tests.engine.nets import batchnorm_net, with_model
 
 pytestmark = pytest.mark.engine
 
@@ -44,10 +45,8 @@ def _explain(model: torch.nn.Module, algorithm_name: str, shape: tuple[int, ...]
     local = algorithm.client_begin(x0, algorithm.init_server_state(x0), None, info)
     xb = torch.randint(0, 100, (2, *shape)) if ids else torch.randn(2, *shape)
     yb = torch.tensor([0, 1])
-    tensors = dataclasses.replace(info, lr=step.scalar(0.01), round=step.scalar(2))
-    return torch._dynamo.explain(step.eager_step)(
-        step.y, step.buffers, local, xb, yb, step.scalar(1), tensors
-    )
+    k, tensors = step_scalars(1, info, torch.device("cpu"))
+    return torch._dynamo.explain(step.eager_step)(step.y, step.buffers, local, xb, yb, k, tensors)
 
 
 def _reasons(explained) -> list[str]:
@@ -106,26 +105,11 @@ BASE = [
 ]
 
 
-def _batchnorm_net() -> torch.nn.Module:
-    """A conv net with BatchNorm, small enough to trace in seconds."""
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Conv2d(1, 4, 3, padding=1),
-        torch.nn.BatchNorm2d(4),
-        torch.nn.ReLU(),
-        torch.nn.Flatten(),
-        torch.nn.Linear(4 * 8 * 8, 10),
-    )
-
-
 def _engine(items: list[str], tmp: Path, dtype: torch.dtype = torch.float64) -> Engine:
     batchnorm = "batchnorm" in items
     setup = prepare_run(load_run_config(None, [*BASE, *(i for i in items if i != "batchnorm")]))
     if batchnorm:
-        model = _batchnorm_net()
-        cls = ALGORITHMS.get(setup.cfg.algorithm.name)
-        algorithm = cls(setup.cfg.algorithm, param_spec(model), num_clients=setup.num_clients)
-        setup = dataclasses.replace(setup, model=model, algorithm=algorithm)
+        setup = with_model(setup, batchnorm_net(0))
     setup.model.to(dtype)
     d = setup.data
     setup.data = dataclasses.replace(d, x_train=d.x_train.to(dtype), x_test=d.x_test.to(dtype))
@@ -250,10 +234,9 @@ def test_the_vectorised_step_of_a_paper_model_is_one_graph(tmp_path: Path) -> No
     local = stack_states([alg.client_begin(x, engine.server, None, info) for _ in range(n)])
     xb = torch.randn(n, 4, 1, 8, 8, dtype=torch.float64)
     yb = torch.randint(0, 10, (n, 4))
-    scalar = engine._scalar
-    tensors = dataclasses.replace(info, lr=scalar(0.01), round=scalar(1))
+    k, tensors = step_scalars(1, info, torch.device("cpu"))
     explained = torch._dynamo.explain(engine._stacked_step)(
-        y, buffers, local, xb, yb, None, scalar(1), tensors
+        y, buffers, local, xb, yb, None, k, tensors
     )
     assert explained.graph_break_count == 0, _reasons(explained)
 

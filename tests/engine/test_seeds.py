@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 from fedbench.algorithms import ALGORITHMS
 from fedbench.config import RunConfig, load_run_config
@@ -22,10 +21,11 @@ from fedbench.engine.run import RunResult
 from fedbench.engine.run_folder import RunBusyError, RunFolder
 from fedbench.engine.run_seeds import train_together
 from fedbench.engine.seeds import SeedsEngine, stack_problem
-from fedbench.engine.setup import RunSetup, param_spec, prepare_run
+from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.errors import FedbenchError
 from tests.conftest import read_metrics
+from tests.engine.nets import batchnorm_net, with_model
 
 TOL = 1e-12
 SEEDS = (1, 2, 3)
@@ -74,19 +74,7 @@ def prepare64(cfg: RunConfig) -> RunSetup:
 
 def prepare64_batchnorm(cfg: RunConfig) -> RunSetup:
     """A float64 setup whose model is a small conv net with BatchNorm, initialised by the seed."""
-    setup = prepare64(cfg)
-    torch.manual_seed(cfg.seed)
-    model = nn.Sequential(
-        nn.Conv2d(1, 4, 3, padding=1),
-        nn.BatchNorm2d(4),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(4 * 8 * 8, 10),
-    ).double()
-    algorithm = ALGORITHMS.get(cfg.algorithm.name)(
-        cfg.algorithm, param_spec(model), num_clients=setup.num_clients
-    )
-    return replace(setup, model=model, algorithm=algorithm)
+    return with_model(prepare64(cfg), batchnorm_net(cfg.seed).double())
 
 
 def _separately(cfgs: list[RunConfig], out: Path, prepare=prepare64) -> list[Path]:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 from fedbench.algorithms import ALGORITHMS
 from fedbench.config import parse_run_config
@@ -20,8 +19,9 @@ from fedbench.engine.loop import Engine
 from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
-from fedbench.engine.setup import param_spec, prepare_run
+from fedbench.engine.setup import prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from tests.engine.nets import batchnorm_net, with_model
 
 TOL = 1e-9  # float64
 FP32_REL = 1e-4  # relative norm of the difference in float32
@@ -159,19 +159,7 @@ def test_parity_logreg_unequal_clients_full_batch(tmp_path: Path) -> None:
 
 def _tiny_batchnorm_setup(data: dict):
     """A prepared float64 run whose model is a small conv net with BatchNorm."""
-    setup = _setup(data)
-    torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(1, 4, 3, padding=1),
-        nn.BatchNorm2d(4),
-        nn.ReLU(),
-        nn.Flatten(),
-        nn.Linear(4 * 8 * 8, 10),
-    ).double()
-    algorithm = ALGORITHMS.get(setup.cfg.algorithm.name)(
-        setup.cfg.algorithm, param_spec(model), num_clients=setup.num_clients
-    )
-    return replace(setup, model=model, algorithm=algorithm)
+    return with_model(_setup(data), batchnorm_net(0).double())
 
 
 @pytest.mark.parametrize("algorithm", [{"name": "fedavg"}, {"name": "fedadamw", "eps": 1e-3}])
