@@ -117,8 +117,6 @@ class Engine:
         #: else the model's forward (None: nothing compiled).
         self.captured = self._captured_step(plan is not None) if runtime.compile else None
         self.compiled = None if not runtime.compile else "step" if self.captured else "forward"
-        #: Why a compiled whole step fell back to its eager form (CompiledOrEager), if it did.
-        self.compile_fallback: str | None = None
         self.forward: Callable[[Tensor], Tensor] = (
             torch.compile(model) if self.compiled == "forward" else model
         )
@@ -447,10 +445,8 @@ class Engine:
         return self._summary(run.status, run.error, run.diverged_round, wall)
 
     def _compile_fallback(self) -> str | None:
-        """Why the compiled whole step fell back to eager, if it did (sequential or vectorised)."""
-        if self.captured is not None and self.captured.step.fallback is not None:
-            return self.captured.step.fallback
-        return self.compile_fallback
+        """Why the compiled whole step fell back to eager (CompiledOrEager), if it did."""
+        return self.captured.step.fallback if self.captured is not None else None
 
     def _note_clipping(self) -> None:
         """Say once (after the first round, where the method is checked) when a sample-DP run

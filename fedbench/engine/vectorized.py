@@ -144,8 +144,10 @@ class VectorizedEngine(Engine):
         self.grad_fn = torch.compile(self.grad_fn)
         self.grad_fn_unweighted = torch.compile(self.grad_fn_unweighted)
         self.compiled = "gradient"
-        if why is not None:
-            self.compile_fallback = why
+
+    def _compile_fallback(self) -> str | None:
+        step = self.stacked_step
+        return step.fallback if isinstance(step, CompiledOrEager) else None
 
     def _stacked_step(
         self,
