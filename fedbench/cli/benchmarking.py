@@ -36,6 +36,14 @@ def bench(
     out: Annotated[Path, out_option("Where --suite writes <device>.json.")] = Path(
         "benchmarks/results"
     ),
+    row_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--row-timeout",
+            min=1,
+            help="--suite: seconds each row may take; a slower row is recorded as timed out.",
+        ),
+    ] = None,
 ) -> None:
     """Throughput of the engine (client steps/s) and its overhead over a bare PyTorch loop."""
     from fedbench.engine.bench import result_listing
@@ -51,6 +59,7 @@ def bench(
         suite=suite,
         out_dir=out,
         log=None if json_ else console.print,
+        row_timeout_s=row_timeout,
     )
     if json_:
         print(json.dumps(result))

@@ -83,20 +83,24 @@ def slug(name: str) -> str:
 
 
 def variants(device: torch.device) -> list[tuple[str, str, bool]]:
-    """The (engine, precision, compile) rows of a suite on `device`.
+    """The (engine, precision, compile) rows of a suite on `device`, most wanted first.
 
-    On CUDA: sequential fp32 (the exact baseline), sequential bf16 (the fastest measured on an
-    H200: eager steps with the forward + backward replayed as CUDA graphs), its whole-step
-    compiled twin (fedbench.engine.captured) and the vectorised engine in bf16. TF32 rows are
-    left out (between fp32 and bf16 on the H200: 255 vs 106 and 298). On a CPU bf16 and TF32
+    On CUDA every executor x precision that Table 1 could use: sequential fp32 (the exact
+    baseline), sequential bf16 (eager steps with the forward + backward replayed as CUDA graphs),
+    the vectorised (stacked clients) engine in bf16, the compiled whole step (sequential and
+    vectorised) in bf16, and the vectorised engine in fp32. The order matters when a time limit
+    cuts the suite short: both models of a variant run before the next variant starts. TF32 rows
+    are left out (between fp32 and bf16 on the H200: 255 vs 106 and 298). On a CPU bf16 and TF32
     only measure emulation, and compiling a paper-size model takes minutes: both engines in
     fp32."""
     if device.type == "cuda":
         return [
             ("sequential", "fp32", False),
             ("sequential", "bf16", False),
-            ("sequential", "bf16", True),
             ("vectorized", "bf16", False),
+            ("sequential", "bf16", True),
+            ("vectorized", "bf16", True),
+            ("vectorized", "fp32", False),
         ]
     return [(engine, "fp32", False) for engine in ENGINES]
 
@@ -110,6 +114,7 @@ def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Projected Table 1 hours per (engine, precision) and with each model's fastest variant."""
     per_model = TABLE1_CLIENT_STEPS / len(WORKLOADS)
     rate: dict[str, dict[str, float]] = {}
+    rows = [r for r in rows if "error" not in r]
     for r in rows:
         key = variant_key(r["engine_requested"], r["precision"], bool(r.get("compile")))
         rate.setdefault(key, {})[r["workload"]] = r["client_steps_per_s"]
@@ -117,8 +122,10 @@ def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for key, by_model in rate.items():
         if len(by_model) == len(WORKLOADS):
             out[key] = round(sum(per_model / s / 3600 for s in by_model.values()), 2)
-    best = {w: max(r["client_steps_per_s"] for r in rows if r["workload"] == w) for w in WORKLOADS}
     if all(w in {r["workload"] for r in rows} for w in WORKLOADS):
+        best = {
+            w: max(r["client_steps_per_s"] for r in rows if r["workload"] == w) for w in WORKLOADS
+        }
         out["best_per_model"] = round(sum(per_model / s / 3600 for s in best.values()), 2)
     return out
 
@@ -130,64 +137,37 @@ def _row(
     compiled: bool,
     sets: list[str],
     options: list[str],
+    timeout_s: float | None = None,
 ) -> dict[str, Any]:
+    """One row in a fresh process; a failure or a time-out comes back as {"error": ...}."""
     cmd = [sys.executable, "-m", "fedbench", "bench", str(config), "--json", *options]
     runtime = [f"runtime.engine={engine}", f"runtime.precision={precision}"]
     runtime += [f"runtime.compile={str(compiled).lower()}"]
     for item in (*runtime, *sets):
         cmd += ["--set", item]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s:g} s", "precision": precision}
     if proc.returncode != 0:
-        name = variant_key(engine, precision, compiled)
-        raise FedbenchError(f"bench row {name} failed: {proc.stderr.strip()[-500:]}")
+        lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        last = lines[-1] if lines else f"exit code {proc.returncode}"
+        return {"error": last[-300:], "precision": precision}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def run_suite(
-    suite: str,
-    *,
-    sets: list[str],
-    rounds: int,
-    warmup: int,
-    repeats: int,
-    threads: int | None,
-    out_dir: Path,
-    log: Any = None,
-) -> tuple[Path, dict[str, Any]]:
-    """Run every row of `suite`; write out_dir/<device>.json and return (path, contents)."""
-    if suite not in SUITES:
-        raise FedbenchError(f"--suite {suite!r} is not a suite; use one of {', '.join(SUITES)}")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    options = ["--rounds", str(rounds), "--warmup", str(warmup), "--repeats", str(repeats)]
-    if threads is not None:
-        options += ["--threads", str(threads)]
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="fedbench-suite-") as tmp:
-        npz_path = Path(tmp) / "cifar_random.npz"
-        write_random_cifar(npz_path)
-        for workload, model in WORKLOADS.items():
-            config = Path(tmp) / f"{workload}.yaml"
-            config.write_text(yaml.safe_dump(table1_config(npz_path, model)))
-            for engine, precision, compiled in variants(device):
-                row = _row(config, engine, precision, compiled, sets, options)
-                row.update(workload=workload, engine_requested=engine)
-                row["ms_per_client_step"] = 1000.0 / row["client_steps_per_s"]
-                rows.append(row)
-                if log is not None:
-                    log(
-                        f"{workload} {variant_key(engine, precision, compiled)}: "
-                        f"{row['client_steps_per_s']:.2f} client steps/s, "
-                        f"engine peak {row['engine_peak_mem_mb']:.0f} MB"
-                    )
-    name = device_name(device)
+def _header(
+    suite: str, device: torch.device, threads: int | None, sets: list[str], rounds: int
+) -> dict[str, Any]:
+    """What a suite's file says about where and how it was measured."""
     # Other jobs on the CPU slow every row down: such figures would mislead each estimate made
     # from them (fedbench.runner.estimate reads no file marked unrepresentative).
     load = os.getloadavg()[0]
     cores = os.cpu_count() or 1
     busy = device.type == "cpu" and load > cores
-    result = {
+    return {
         "suite": suite,
-        "device": name,
+        "device": device_name(device),
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "device_type": device.type,
         "torch": torch.__version__,
@@ -204,13 +184,75 @@ def run_suite(
         ),
         "timed_rounds": rounds,
         "table1_client_steps": TABLE1_CLIENT_STEPS,
-        "rows": rows,
-        "projected_table1_hours": projection(rows),
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{slug(name)}.json"
-    write_json(path, result)  # atomic: a full disk keeps the previous results
+
+
+def _measured(
+    workload: str, engine: str, precision: str, compiled: bool, row: dict[str, Any]
+) -> tuple[dict[str, Any], str]:
+    """The row with its names and ms/step added, and its log line."""
+    row.update(workload=workload, engine_requested=engine, compile=compiled)
+    key = f"{workload} {variant_key(engine, precision, compiled)}"
+    if "error" in row:
+        return row, f"{key}: {row['error']}"
+    row["ms_per_client_step"] = 1000.0 / row["client_steps_per_s"]
+    speed = f"{row['client_steps_per_s']:.2f} client steps/s"
+    return row, f"{key}: {speed}, engine peak {row['engine_peak_mem_mb']:.0f} MB"
+
+
+def run_suite(
+    suite: str,
+    *,
+    sets: list[str],
+    rounds: int,
+    warmup: int,
+    repeats: int,
+    threads: int | None,
+    out_dir: Path,
+    log: Any = None,
+    row_timeout_s: float | None = None,
+) -> tuple[Path, dict[str, Any]]:
+    """Run every row of `suite`; write out_dir/<device>.json and return (path, contents).
+
+    A row that fails or outlasts `row_timeout_s` is recorded with its error and the suite goes
+    on; the file is rewritten after every row (`complete: false` until the last), so a suite
+    killed from outside keeps what it measured."""
+    if suite not in SUITES:
+        raise FedbenchError(f"--suite {suite!r} is not a suite; use one of {', '.join(SUITES)}")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    options = ["--rounds", str(rounds), "--warmup", str(warmup), "--repeats", str(repeats)]
+    if threads is not None:
+        options += ["--threads", str(threads)]
+    header = _header(suite, device, threads, sets, rounds)
+    path = out_dir / f"{slug(header['device'])}.json"
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="fedbench-suite-") as tmp:
+        npz_path = Path(tmp) / "cifar_random.npz"
+        write_random_cifar(npz_path)
+        configs = {w: Path(tmp) / f"{w}.yaml" for w in WORKLOADS}
+        for workload, model in WORKLOADS.items():
+            configs[workload].write_text(yaml.safe_dump(table1_config(npz_path, model)))
+        # Variant-major: both models of a variant before the next one, so a suite cut short
+        # still projects every variant it finished.
+        for engine, precision, compiled in variants(device):
+            for workload in WORKLOADS:
+                raw = _row(
+                    configs[workload], engine, precision, compiled, sets, options, row_timeout_s
+                )
+                row, line = _measured(workload, engine, precision, compiled, raw)
+                rows.append(row)
+                if log is not None:
+                    log(line)
+                partial = {**header, "complete": False, "rows": rows}
+                _write(path, {**partial, "projected_table1_hours": projection(rows)})
+    result = {**header, "complete": True, "rows": rows, "projected_table1_hours": projection(rows)}
+    _write(path, result)
     return path, result
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, result)  # atomic: a full disk keeps the previous results
 
 
 def measure(
@@ -224,6 +266,7 @@ def measure(
     suite: str | None,
     out_dir: Path,
     log: Any = None,
+    row_timeout_s: float | None = None,
 ) -> tuple[dict[str, Any], Path | None]:
     """`fedbench bench`: one workload (CONFIG, or the defaults, with `overrides`), or with
     `suite` every row of that suite written to out_dir/<device>.json; returns the result and
@@ -240,6 +283,7 @@ def measure(
             threads=threads,
             out_dir=out_dir,
             log=log,
+            row_timeout_s=row_timeout_s,
         )
         return result, path
     from fedbench.config import load_run_config

@@ -51,7 +51,9 @@ def test_projection_sums_half_of_table1_per_model() -> None:
 def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
     seen = []
 
-    def fake_row(config: Path, engine: str, precision: str, compiled: bool, sets, options) -> dict:
+    def fake_row(
+        config: Path, engine: str, precision: str, compiled: bool, sets, options, timeout_s=None
+    ) -> dict:
         cfg = yaml.safe_load(config.read_text())
         seen.append((cfg["model"]["name"], engine, precision, tuple(sets), tuple(options)))
         assert cfg["fl"] == {
@@ -74,7 +76,7 @@ def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
         out_dir=tmp_path,
     )
     on_gpu = torch.cuda.is_available()
-    assert len(seen) == 2 * (4 if on_gpu else 2)
+    assert len(seen) == 2 * (6 if on_gpu else 2)
     assert {s[0] for s in seen} == {"resnet18", "vit_tiny"}
     assert all(s[3] == ("fl.local_steps=2",) for s in seen)
     assert json.loads(path.read_text()) == result
@@ -99,3 +101,48 @@ def test_suite_with_a_config_exits_2(tmp_path: Path, run_cli) -> None:
     code, _, err = run_cli("bench", str(config), "--suite", "table1", "--out", str(tmp_path / "r"))
     assert code == 2 and "--suite" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_failed_row_is_recorded_and_the_suite_goes_on(tmp_path: Path, monkeypatch) -> None:
+    calls = []
+    files_seen = []
+
+    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None) -> dict:
+        calls.append(timeout_s)
+        # The file already holds every earlier row when the next one starts.
+        written = list(tmp_path.glob("*.json"))
+        files_seen.append(len(json.loads(written[0].read_text())["rows"]) if written else 0)
+        if "vit_tiny" in str(config):
+            return {"error": "timed out after 7 s", "precision": precision}
+        return {"client_steps_per_s": 100.0, "engine_peak_mem_mb": 1.0, "precision": precision}
+
+    monkeypatch.setattr(bench_suite, "_row", fake_row)
+    path, result = run_suite(
+        "table1",
+        sets=[],
+        rounds=1,
+        warmup=0,
+        repeats=1,
+        threads=None,
+        out_dir=tmp_path,
+        row_timeout_s=7,
+    )
+    assert calls == [7] * len(calls) and files_seen == list(range(len(calls)))
+    assert result["complete"] is True
+    errors = [r for r in result["rows"] if "error" in r]
+    assert {r["workload"] for r in errors} == {"vit_tiny"}
+    assert all("ms_per_client_step" not in r for r in errors)
+    # No variant has both models, so no per-variant hours and no best: nothing is invented.
+    assert result["projected_table1_hours"] == {}
+
+
+def test_rows_run_variant_major(tmp_path: Path, monkeypatch) -> None:
+    order = []
+
+    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None) -> dict:
+        order.append((Path(config).stem, engine))
+        return {"client_steps_per_s": 10.0, "engine_peak_mem_mb": 1.0, "precision": precision}
+
+    monkeypatch.setattr(bench_suite, "_row", fake_row)
+    run_suite("table1", sets=[], rounds=1, warmup=0, repeats=1, threads=None, out_dir=tmp_path)
+    assert order[:2] == [("resnet18_bn", "sequential"), ("vit_tiny", "sequential")]
