@@ -64,6 +64,8 @@ def main() -> int:
                 {
                     "cell": cell.label,
                     "ok": outcome.ok,
+                    # Refused up front by design (an algorithm fedbench does not implement).
+                    "refused": outcome.refused,
                     "s": round(outcome.seconds, 2),
                     "error": outcome.error,
                 }
@@ -97,7 +99,8 @@ def main() -> int:
         "figures": figures,
     }
     print(
-        f"smoke: {len(rows) - len([r for r in rows if not r['ok']])}/{len(rows)} cells ok, "
+        f"smoke: {len([r for r in rows if r['ok']])}/{len(rows)} cells ok, "
+        f"{len([r for r in rows if r['refused']])} refused by design, "
         f"{not_reached} not reached, {summary['seconds']} s",
         flush=True,
     )

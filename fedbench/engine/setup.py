@@ -63,18 +63,30 @@ def model_and_spec(cfg: RunConfig) -> ParamSpec:
 
 
 class ClientSamples(Sequence[Tensor]):
-    """Each client's training-sample indices as a device tensor, made when the client is sampled:
-    thousands of idle clients (LEAF) hold only their numpy index arrays."""
+    """Each client's training-sample indices as a device tensor.
+
+    All clients' indices are copied to the device once, as one flat tensor (the size of the
+    training set, whatever the number of clients), and a client's are a view of it. Copying a
+    client's numpy indices when it is sampled would be a blocking host-to-device copy from
+    pageable memory at every client of every round: CUDA's sync debug mode flags it, and the
+    host waits for the device there."""
 
     def __init__(self, parts: list[np.ndarray], device: torch.device) -> None:
         self.parts = parts
         self.device = device
+        sizes = [len(p) for p in parts]
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+        flat = np.concatenate(parts) if parts else np.zeros(0)
+        self.flat = torch.as_tensor(flat.astype(np.int64, copy=False), device=device)
 
     def __len__(self) -> int:
         return len(self.parts)
 
     def __getitem__(self, i: int) -> Tensor:  # type: ignore[override]
-        return torch.as_tensor(self.parts[i], dtype=torch.int64, device=self.device)
+        if not -len(self.parts) <= i < len(self.parts):
+            raise IndexError(i)
+        i %= len(self.parts)
+        return self.flat[self.offsets[i] : self.offsets[i + 1]]
 
 
 @dataclass

@@ -76,7 +76,7 @@ def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
         out_dir=tmp_path,
     )
     on_gpu = torch.cuda.is_available()
-    assert len(seen) == 2 * (6 if on_gpu else 2)
+    assert len(seen) == 2 * (4 if on_gpu else 2)
     assert {s[0] for s in seen} == {"resnet18", "vit_tiny"}
     assert all(s[3] == ("fl.local_steps=2",) for s in seen)
     assert json.loads(path.read_text()) == result
@@ -127,7 +127,8 @@ def test_a_failed_row_is_recorded_and_the_suite_goes_on(tmp_path: Path, monkeypa
         out_dir=tmp_path,
         row_timeout_s=7,
     )
-    assert calls == [7] * len(calls) and files_seen == list(range(len(calls)))
+    assert set(calls) <= {7, 7 + bench_suite.COMPILE_ALLOWANCE_S}
+    assert files_seen == list(range(len(calls)))
     assert result["complete"] is True
     errors = [r for r in result["rows"] if "error" in r]
     assert {r["workload"] for r in errors} == {"vit_tiny"}
