@@ -117,7 +117,7 @@ def test_a_failed_row_is_recorded_and_the_suite_goes_on(tmp_path: Path, monkeypa
         return {"client_steps_per_s": 100.0, "engine_peak_mem_mb": 1.0, "precision": precision}
 
     monkeypatch.setattr(bench_suite, "_row", fake_row)
-    path, result = run_suite(
+    _path, result = run_suite(
         "table1",
         sets=[],
         rounds=1,
