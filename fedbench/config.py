@@ -129,6 +129,13 @@ class FLConfig(Strict):
         description="probability that a sampled client drops out of a round (seeded by seed, "
         "round, client): its update is lost and the round averages the clients that finished",
     )
+    label_smoothing: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="label smoothing s of the local objective: cross-entropy against "
+        "(1 - s) * onehot + s / classes (evaluation reports the plain cross-entropy)",
+    )
 
     @model_validator(mode="after")
     def _local_steps_range(self) -> FLConfig:
@@ -376,6 +383,8 @@ class RunConfig(Strict):
             data["fl"].pop("local_steps_min")
         if self.fl.dropout == 0.0:
             data["fl"].pop("dropout")
+        if self.fl.label_smoothing == 0.0:
+            data["fl"].pop("label_smoothing")
         if self.privacy is not None:
             for key in _unhashed_privacy(self.privacy):
                 data["privacy"].pop(key)

@@ -46,6 +46,14 @@ def train(
             "--print-config", help="Print the resolved config as YAML and exit; run nothing."
         ),
     ] = False,
+    print_plan: Annotated[
+        bool,
+        typer.Option(
+            "--print-plan",
+            help="Print how the run would execute (executor, precision, compile, CUDA graphs, "
+            "clipping, seeds together), each choice with its reason, and exit; train nothing.",
+        ),
+    ] = False,
 ) -> None:
     """Train one run; its folder is OUT/runs/<run_id>/. Reruns resume or skip a finished run."""
     from fedbench.engine.one_run import train_command
@@ -56,6 +64,7 @@ def train(
         out,
         save_model=save_model,
         print_config=print_config,
+        print_plan=print_plan,
         console=console,
         resume=resume_command(),
     )

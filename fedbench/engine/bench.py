@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from fedbench.config import RunConfig
 from fedbench.engine.run import select_engine
@@ -34,6 +33,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.listing import Listing
+from fedbench.step import Objective
 
 
 def _sync(device: torch.device) -> None:
@@ -89,7 +89,7 @@ class BareLoop:
                     else contextlib.nullcontext()
                 )
                 with cast:
-                    loss = nn.functional.cross_entropy(self.forward(xb), yb)
+                    loss = Objective().loss(self.forward(xb), yb)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if self.clip is not None:

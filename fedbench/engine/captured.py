@@ -33,19 +33,11 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, grad
+from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.engine.accelerate import autocast_context
-
-
-def clip_grad_norm_(grads: list[Tensor], max_norm: float | None) -> None:
-    """Rescale g so that its global L2 norm is <= max_norm (no-op below it; no host sync)."""
-    if max_norm is None:
-        return
-    norms = torch._foreach_norm(grads)
-    total = torch.linalg.vector_norm(torch.stack(norms))
-    torch._foreach_mul_(grads, torch.clamp(max_norm / total, max=1.0))
+from fedbench.step import Objective, clip_by_norm_, split_model
 
 
 def device_scalar(value: float, device: torch.device) -> Tensor:
@@ -150,24 +142,21 @@ class CapturedStep:
         autocast: torch.dtype | None,
         device: torch.device,
         compile_fn: Callable[..., Any] | None = None,
+        objective: Objective | None = None,
     ) -> None:
         self.model = model
         self.algorithm = algorithm
         self.grad_clip = grad_clip
         self.autocast = autocast
         self.device = device
-        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        self.names = [n for n, _ in named]
+        self.objective = objective or Objective()
+        self.split = split_model(model)
+        self.names = self.split.names
+        params = dict(model.named_parameters())
         #: Aliases of the trainable parameters: updated in place, the model's weights change.
-        self.y = [p.detach() for _, p in named]
-        in_state = set(model.state_dict())
-        buffers = [(n, b) for n, b in model.named_buffers() if n in in_state]
-        self.buffer_names = [n for n, _ in buffers]
-        self.buffers = [b for _, b in buffers]
-        self.constants = {
-            **{n: p.detach() for n, p in model.named_parameters() if not p.requires_grad},
-            **{n: b for n, b in model.named_buffers() if n not in in_state},
-        }
+        self.y = [params[n].detach() for n in self.names]
+        self.buffer_names = self.split.buffer_names
+        self.buffers = self.split.buffers(model)
         # dynamic=None: a second batch shape (a client's last, smaller batch) recompiles once
         # with a dynamic batch dimension instead of once per shape.
         self.step = CompiledOrEager((compile_fn or compile_per_owner)(self.eager_step),
@@ -176,8 +165,7 @@ class CapturedStep:
     def _loss(
         self, params: dict[str, Tensor], buffers: dict[str, Tensor], xb: Tensor, yb: Tensor
     ) -> Tensor:
-        logits = functional_call(self.model, (params, buffers, self.constants), (xb,))
-        return nn.functional.cross_entropy(logits, yb)
+        return self.objective.functional(self.model, self.split, params, buffers, xb, yb)
 
     def eager_step(
         self,
@@ -196,7 +184,7 @@ class CapturedStep:
                 params, dict(zip(self.buffer_names, buffers, strict=True)), xb, yb
             )
         g = [found[name] for name in self.names]
-        clip_grad_norm_(g, self.grad_clip)
+        clip_by_norm_(g, self.grad_clip)
         with torch.no_grad():
             self.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
 

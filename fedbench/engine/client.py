@@ -20,13 +20,14 @@ from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
 from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import local_step_sizes
-from fedbench.engine.captured import CapturedStep, clip_grad_norm_
+from fedbench.engine.captured import CapturedStep
 from fedbench.privacy.mechanism import (
     PoissonBatches,
     PrivateGradient,
     noise_generator,
     poisson_batches,
 )
+from fedbench.step import Objective, clip_by_norm_
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class LocalTraining:
     #: The whole step compiled as one function (`runtime.compile`, fedbench.engine.captured),
     #: or None: the eager step below.
     captured: CapturedStep | None = None
+    #: The local objective (fedbench.step.objective).
+    objective: Objective = dataclasses.field(default_factory=Objective)
 
 
 def _batch_order(
@@ -78,9 +81,9 @@ def _batch_order(
 def _local_loss(
     run: LocalTraining, xb: Tensor, yb: Tensor, local: State, info: RoundInfo
 ) -> Tensor:
-    """The batch's cross-entropy, plus the algorithm's term on the representation (MOON)."""
+    """The batch's objective, plus the algorithm's term on the representation (MOON)."""
     if run.represent is None or run.classify is None or run.represent_with is None:
-        return nn.functional.cross_entropy(run.forward(xb), yb)
+        return run.objective.loss(run.forward(xb), yb)
     z = run.represent(xb)
     represent_with = run.represent_with
 
@@ -88,13 +91,13 @@ def _local_loss(
         return represent_with(weights, xb)
 
     extra = run.algorithm.representation_loss(z, anchor, local, info)
-    return nn.functional.cross_entropy(run.classify(z), yb) + extra
+    return run.objective.loss(run.classify(z), yb) + extra
 
 
 def full_gradient(
     run: LocalTraining, samples: Tensor, cast: contextlib.AbstractContextManager[object]
 ) -> list[Tensor]:
-    """The gradient of the mean cross-entropy over all of a client's samples at the resident
+    """The gradient of the mean objective over all of a client's samples at the resident
     weights (Mime's grad f_i(x)), in batches of batch_size, clipped like a local step's
     gradient; no augmentation, and the model's buffers (BatchNorm statistics) are restored
     after the pass, so that it changes nothing but the gradient it returns."""
@@ -108,13 +111,13 @@ def full_gradient(
         if run.channels_last and xb.ndim == 4:
             xb = xb.contiguous(memory_format=torch.channels_last)
         with cast:
-            loss = nn.functional.cross_entropy(run.forward(xb), yb, reduction="sum")
+            loss = run.objective.loss(run.forward(xb), yb, "sum")
         torch._foreach_add_(total, list(torch.autograd.grad(loss, params)))
     with torch.no_grad():
         for buffer, value in zip(model.buffers(), saved, strict=True):
             buffer.copy_(value)
     torch._foreach_div_(total, float(samples.numel()))
-    clip_grad_norm_(total, run.grad_clip)
+    clip_by_norm_(total, run.grad_clip)
     return total
 
 
@@ -154,7 +157,7 @@ def _gradient_oracle(
         with cast:
             loss = _local_loss(run, xb, yb, local, info)
         grads = list(torch.autograd.grad(loss, run.params))
-        clip_grad_norm_(grads, run.grad_clip)
+        clip_by_norm_(grads, run.grad_clip)
         return grads
 
     return gradient

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from fedbench.step import Objective
+
 
 def train_subset_indices(n_train: int, subset: int, seed: int) -> np.ndarray:
     """The fixed training subset on which train_loss is measured (0 = the whole set)."""
@@ -38,7 +40,8 @@ def evaluate(
         if prepare is not None:
             xb = prepare(xb)
         logits = model(xb).float()
-        loss_sum += nn.functional.cross_entropy(logits, yb, reduction="sum").double()
+        # The plain cross-entropy, whatever the training objective's label smoothing.
+        loss_sum += Objective().loss(logits, yb, "sum").double()
         correct += (logits.argmax(dim=1) == yb).sum()
         predictions.append(logits.argmax(dim=1))
     model.train(was_training)

@@ -33,6 +33,7 @@ from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
+from fedbench.engine.plan import ExecutionPlan
 from fedbench.engine.progress import RunProgress, make_progress
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import (
@@ -48,6 +49,7 @@ from fedbench.files import write_file
 from fedbench.models.representation import represent_with, representation_split
 from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
+from fedbench.step import Objective
 
 #: The server-state entry of the engine's client-level DP state (the adaptive clip C).
 CLIENT_DP_KEY = "client_level_dp"
@@ -113,6 +115,8 @@ class Engine:
         plan = (
             setup.privacy if setup.privacy is not None and setup.privacy.level == "sample" else None
         )
+        #: The local objective every executor differentiates (fedbench.step).
+        self.objective = Objective(self.cfg.fl.label_smoothing)
         #: What `runtime.compile` compiles: the whole client step where it can be captured,
         #: else the model's forward (None: nothing compiled).
         self.captured = self._captured_step(plan is not None) if runtime.compile else None
@@ -122,7 +126,9 @@ class Engine:
         )
         if cuda_graphs_wanted(self.cfg, setup.device):
             self.forward = GraphedForward(model)
-        self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
+        self.private = (
+            plan.mechanism(model, self.params, self.autocast, self.objective) if plan else None
+        )
         self.local_training = LocalTraining(
             model=model,
             forward=self.forward,
@@ -138,6 +144,7 @@ class Engine:
             private=self.private,
             poisson=plan is not None and plan.config.sampling == "poisson",
             captured=self.captured,
+            objective=self.objective,
             **self._representation(model),
         )
         n_train = setup.data.n_train
@@ -151,6 +158,9 @@ class Engine:
         #: Where the final model goes (`--save-model`), written before the summary: a run is
         #: finished only with its model.pt in place, so a kill while writing it is resumed.
         self.model_file: Path | None = None
+        #: How the run executes, each choice with its reason (fedbench.engine.plan; set by
+        #: the code that picked this engine), recorded in summary.json.
+        self.plan: ExecutionPlan | None = None
 
     def _captured_step(self, private: bool) -> CapturedStep | None:
         """The compiled whole client step, where the run allows one (fedbench.engine.captured)."""
@@ -158,7 +168,12 @@ class Engine:
         if captured_unsupported(s.algorithm, private) is not None:
             return None
         return CapturedStep(
-            s.model, s.algorithm, self.cfg.algorithm.grad_clip, self.autocast, s.device
+            s.model,
+            s.algorithm,
+            self.cfg.algorithm.grad_clip,
+            self.autocast,
+            s.device,
+            objective=Objective(self.cfg.fl.label_smoothing),
         )
 
     # --- state ----------------------------------------------------------------------------------
@@ -493,6 +508,7 @@ class Engine:
             # (the vectorised engine's gradient alone), or None; and why a step fell back
             "compiled": self.compiled,
             "compile_fallback": self._compile_fallback(),
+            "plan": self.plan.to_dict() if self.plan is not None else None,
             # what the accountant analysed; "accounting": exact | approximate | upper bound
             "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),

@@ -66,15 +66,24 @@ def train_command(
     print_config: bool,
     console: Console | None,
     resume: str,
+    print_plan: bool = False,
 ) -> TrainReport:
     """`fedbench train CONFIG`: load the run config with its overrides, then print it
-    (`print_config`) or train it (resuming, or skipping a finished run) and say how it ended."""
+    (`print_config`), print its execution plan (`print_plan`: every choice of how its steps
+    run, with the reason; fedbench.engine.plan), or train it (resuming, or skipping a finished
+    run) and say how it ended."""
     from fedbench.config import load_run_config
     from fedbench.engine.progress import final_line
 
     cfg = load_run_config(config, overrides)
     if print_config:
         return TrainReport(config=config_text(cfg, out))
+    if print_plan:
+        from fedbench.engine.plan import execution_plan
+        from fedbench.engine.setup import prepare_run
+
+        plan = execution_plan(prepare_run(cfg))
+        return TrainReport([f"execution plan of {cfg.run_id()}:", *plan.lines()])
     result = train_one(cfg, out, save_model=save_model, console=console, resume=resume)
     summary = result.summary
     if result.status == "skipped":

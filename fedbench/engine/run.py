@@ -15,9 +15,10 @@ from fedbench.data.partition import write_partition
 from fedbench.engine.checkpoint import remove_checkpoint
 from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.loop import Engine
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup, prepare_run
-from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.errors import FedbenchError
 from fedbench.files import remove_stale_temporaries
 
@@ -29,44 +30,30 @@ class RunResult:
     summary: dict[str, Any]
 
 
-#: Below this many trainable parameters a model is "small" for `runtime.engine: auto`.
-SMALL_MODEL = 1_000_000
-
-
 def resolve_engine(setup: RunSetup) -> str:
-    """The engine `runtime.engine` names; for `auto`, the one measured fastest for the run.
-
-    Measured (docs/performance.md): on the CPU the sequential engine is faster than the
-    vectorised one for every eager workload (Table 1's ResNet-18 GN 0.9 vs 0.4 client steps/s,
-    ViT-Tiny 1.7 vs 0.8, the digits CNN 515 vs 431) and the vectorised engine wins only
-    compiled, on a small model (the digits CNN, 421k parameters: 788 vs 389 client steps/s
-    for sequential + compile). On an H200 the sequential engine is ahead for ResNet-18 BN
-    (bf16 + CUDA graphs 298 vs vectorised 162 client steps/s at tf32) and level for ViT-Tiny
-    (70 vs 73 in fp32). So auto = vectorized for a compiled model under SMALL_MODEL parameters
-    on the CPU where the run can be vectorised, else sequential."""
-    engine = setup.cfg.runtime.engine
-    if engine != "auto":
-        return engine
-    small = setup.algorithm.spec.d < SMALL_MODEL
-    if setup.cfg.runtime.compile and small and setup.device.type == "cpu":
-        return "vectorized" if vectorized_unsupported(setup) is None else "sequential"
-    return "sequential"
+    """The engine `runtime.engine` names; `auto` as the execution plan resolves it
+    (fedbench.engine.plan)."""
+    asked = setup.cfg.runtime.engine
+    return asked if asked != "auto" else execution_plan(setup).executor
 
 
 def select_engine(setup: RunSetup, folder: RunFolder, console: Console | None) -> Engine:
-    """The engine `runtime.engine` asks for, falling back to the sequential one when needed."""
-    if resolve_engine(setup) != "vectorized":
-        return Engine(setup, folder, console)
-    reason = vectorized_unsupported(setup)
-    if reason is not None:
+    """The engine of the run's execution plan (which falls back to the sequential engine where
+    the vectorised one cannot run the run, with the reason); the plan goes into summary.json."""
+    plan = execution_plan(setup)
+    executor = plan["executor"]
+    if executor.fallback:
+        why = executor.reason.removeprefix("vectorized asked, but ")
         (console or Console(stderr=True)).print(
-            f"note: runtime.engine vectorized is not available because {reason}; "
+            f"note: runtime.engine vectorized is not available because {why}; "
             "using the sequential engine",
             highlight=False,
             soft_wrap=True,
         )
-        return Engine(setup, folder, console)
-    return VectorizedEngine(setup, folder, console)
+    cls = VectorizedEngine if plan.executor == "vectorized" else Engine
+    engine = cls(setup, folder, console)
+    engine.plan = plan
+    return engine
 
 
 def train(

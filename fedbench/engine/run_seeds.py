@@ -19,6 +19,7 @@ from rich.console import Console
 
 from fedbench.config import RunConfig
 from fedbench.engine.loggers import check_loggers
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.run import (
     RunResult,
     close_loggers,
@@ -114,6 +115,7 @@ def _train_stacked(
         engines = []
         for i, setup in setups.items():
             engine = VectorizedEngine(setup, folders[i], console)
+            engine.plan = execution_plan(setup)
             open_run(setup, folders[i], save_model, console, engine)
             engines.append(engine)
             opened.append(i)

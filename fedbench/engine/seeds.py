@@ -22,6 +22,7 @@ from fedbench.engine.loop import RunPass
 from fedbench.engine.setup import RunSetup
 from fedbench.engine.stacked import ClientJob, train_jobs
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from fedbench.step import split_model
 
 
 def stack_problem(lead: RunSetup, other: RunSetup) -> str | None:
@@ -59,11 +60,7 @@ def _signature(model: torch.nn.Module) -> list[tuple[str, tuple[int, ...], torch
 def _constants(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The tensors the vectorised engine passes unstacked (frozen parameters, buffers outside
     the state_dict): the seeds share the lead's, so they must be equal."""
-    state = set(model.state_dict())
-    return {
-        **{n: p.detach() for n, p in model.named_parameters() if not p.requires_grad},
-        **{n: b for n, b in model.named_buffers() if n not in state},
-    }
+    return split_model(model).constants
 
 
 def share_data(setups: list[RunSetup]) -> None:

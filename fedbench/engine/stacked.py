@@ -27,6 +27,7 @@ from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.setup import RunSetup
+from fedbench.step import clip_by_norm_
 
 
 class VectorizedEngine(Protocol):
@@ -325,7 +326,7 @@ def stacked_gradients(
         else:
             grads = engine.grad_fn(params, buffers, xb, yb, mask)
     g = [grads[name] for name in engine.names]
-    clip_per_client_(g, engine.cfg.algorithm.grad_clip)
+    clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
     return g
 
 
@@ -355,14 +356,3 @@ def _finish(
                 [buffers[name][i] for name in lead.buffer_names],
                 ratio,
             )
-
-
-def clip_per_client_(grads: list[Tensor], max_norm: float | None) -> None:
-    """Per-client global-norm clipping of stacked gradients (leading dim = client)."""
-    if max_norm is None:
-        return
-    s = grads[0].shape[0]
-    norms = torch.stack([torch.linalg.vector_norm(g.reshape(s, -1), dim=1) for g in grads])
-    scale = torch.clamp(max_norm / torch.linalg.vector_norm(norms, dim=0), max=1.0)
-    for g in grads:
-        g.mul_(scale.view(s, *([1] * (g.ndim - 1))))

@@ -36,8 +36,8 @@ from collections.abc import Callable
 
 import torch
 from rich.console import Console
-from torch import Tensor, nn
-from torch.func import functional_call, grad, vmap
+from torch import Tensor
+from torch.func import grad, vmap
 
 from fedbench.algorithms.base import RoundInfo, Scalar, State
 from fedbench.engine.accelerate import batchnorm_in_float32
@@ -50,32 +50,14 @@ from fedbench.engine.captured import (
 )
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
+from fedbench.engine.plan import vectorized_unsupported
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import (
-    ClientJob,
-    clip_per_client_,
-    stacked_gradients,
-    train_jobs,
-    width_groups,
-)
+from fedbench.engine.stacked import ClientJob, stacked_gradients, train_jobs, width_groups
+from fedbench.step import split_model
 
-#: clip_per_client_ lives in fedbench.engine.stacked now; importable from here as before.
-__all__ = ["VectorizedEngine", "clip_per_client_", "vectorized_unsupported"]
-
-
-def vectorized_unsupported(setup: RunSetup) -> str | None:
-    """Why this run cannot use the vectorised engine, or None when it can."""
-    if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
-        return "DP training (per-sample clipping and noise) is not vectorised yet"
-    if not setup.algorithm.supports_vectorized:
-        return f"algorithm {setup.cfg.algorithm.name} has a non-elementwise local rule"
-    if setup.cfg.fl.local_steps_min is not None:
-        return "fl.local_steps_min gives clients different numbers of local steps"
-    if setup.algorithm.uses_full_gradient(setup.cfg.algorithm):
-        return "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential"
-    return None
+__all__ = ["VectorizedEngine", "vectorized_unsupported"]
 
 
 class VectorizedEngine(Engine):
@@ -88,15 +70,13 @@ class VectorizedEngine(Engine):
         model = setup.model
         if self.autocast is not None:
             batchnorm_in_float32(model)  # vmap's BatchNorm rule needs one dtype
-        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
         # Buffers in the state_dict (BatchNorm statistics) are stacked per client like the
         # parameters and updated in place by each client's forward; the rest are constants.
-        in_state = set(model.state_dict())
-        self.buffer_names = [n for n, _ in model.named_buffers() if n in in_state]
-        self.constants = {
-            **{n: p.detach() for n, p in model.named_parameters() if not p.requires_grad},
-            **{n: b for n, b in model.named_buffers() if n not in in_state},
-        }
+        self.split = split_model(model)
+        self.names = self.split.names
+        self.buffer_names = self.split.buffer_names
+        self.constants = self.split.constants
+        objective, split = self.objective, self.split
 
         def loss(
             params: dict[str, Tensor],
@@ -105,12 +85,8 @@ class VectorizedEngine(Engine):
             y: Tensor,
             w: Tensor | None,
         ) -> Tensor:
-            logits = functional_call(model, (params, buffers, self.constants), (x,))
-            if w is None:
-                return nn.functional.cross_entropy(logits, y)
-            # Padded batch (clients of unequal sizes with batch_size 0): masked mean.
-            per_sample = nn.functional.cross_entropy(logits, y, reduction="none")
-            return (per_sample * w).sum() / w.sum()
+            # w: a padded batch's mask (clients of unequal sizes with batch_size 0).
+            return objective.functional(model, split, params, buffers, x, y, w)
 
         self.grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0, 0), randomness="different")
         self.grad_fn_unweighted = vmap(

@@ -92,8 +92,10 @@ def _loss_of_flat(
 ) -> tuple[Callable[[Tensor], Tensor], Tensor]:
     """loss(flat parameters) of the model on (x, y), and the model's flat parameters."""
     import torch
-    from torch.func import functional_call
 
+    from fedbench.step import Objective, split_model
+
+    objective, split = Objective(), split_model(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     flat0 = torch.cat([p.detach().reshape(-1) for _, p in named])
 
@@ -102,7 +104,7 @@ def _loss_of_flat(
         for name, p in named:
             params[name] = flat[offset : offset + p.numel()].view(p.shape)
             offset += p.numel()
-        return torch.nn.functional.cross_entropy(functional_call(model, params, (x,)), y)
+        return objective.functional(model, split, params, {}, x, y)
 
     return loss, flat0
 

@@ -1,8 +1,9 @@
 """RoBERTa-Base + LoRA through transformers and peft (FedAdamW Table 3, DP-FedAdamW Table 4).
 
 Inputs are token ids (n, max_len) int64, padded with the tokenizer's pad id (1 for RoBERTa);
-`TextClassifier` builds the attention mask from the padding and returns logits, so the engine's
-`cross_entropy(forward(x), y)` applies unchanged. The LoRA settings of the paper (r 16, alpha 32,
+`TextClassifier` builds the attention mask from the padding and returns logits, so the local
+objective (fedbench.step.objective: the loss of forward(x) against y) applies unchanged. The
+LoRA settings of the paper (r 16, alpha 32,
 dropout 0.1 on query and value) are the defaults of `model.lora`; `model.lora: null` fine-tunes
 every weight. The classifier head stays trainable and is aggregated like every other trainable
 parameter.

@@ -59,10 +59,11 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from torch.func import functional_call, grad, vmap
+from torch.func import grad, vmap
 
 from fedbench.errors import FedbenchError
 from fedbench.privacy.book_keeping import BookKeeper, bk_supported
+from fedbench.step import Objective
 
 #: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at the first batch).
 Method = Literal["auto", "bk", "ghost", "vmap"]
@@ -129,11 +130,6 @@ def _norm_mismatch(got: Tensor, exact: Tensor) -> str | None:
     )
 
 
-def _full_precision(logits: Tensor) -> Tensor:
-    """Logits for the loss: float32 when autocast produced half precision, else as they are."""
-    return logits.float() if logits.dtype in (torch.bfloat16, torch.float16) else logits
-
-
 def ghost_supported(model: nn.Module) -> bool:
     """True when Opacus has a norm or per-sample gradient rule for every module that holds
     trainable parameters of its own (so no module needs its functorch fallback)."""
@@ -175,6 +171,7 @@ class PrivateGradient:
         batch_size: int,
         autocast: torch.dtype | None = None,
         method: Method = "auto",
+        objective: Objective | None = None,
     ) -> None:
         by_id = {id(p): name for name, p in model.named_parameters()}
         self.names = [by_id[id(p)] for p in params]
@@ -184,6 +181,8 @@ class PrivateGradient:
         self.clip = clip
         self.batch_size = batch_size
         self.autocast = autocast
+        #: The loss per sample (fedbench.step.objective: half-precision logits upcast).
+        self.objective = objective or Objective()
         self.d = sum(p.numel() for p in params)
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
@@ -237,12 +236,17 @@ class PrivateGradient:
     def _sample_loss(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> Tensor:
-        if self.autocast is None:
-            out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
-        else:
-            with torch.autocast(x.device.type, dtype=self.autocast):
-                out = functional_call(self.model, {**frozen, **trainable}, (x.unsqueeze(0),))
-        return nn.functional.cross_entropy(_full_precision(out), y.unsqueeze(0))
+        # frozen: every other tensor of the model (buffers, frozen parameters), as it is.
+        return self.objective.functional(
+            self.model,
+            None,
+            trainable,
+            frozen,
+            x.unsqueeze(0),
+            y.unsqueeze(0),
+            autocast=self.autocast,
+            private=True,
+        )
 
     def divisor(self, n_local: int) -> int:
         """B: the batch size (the whole local set when batch_size is 0 or exceeds it)."""
@@ -320,7 +324,7 @@ class PrivateGradient:
             if why is not None:
                 self._bk.clear()
                 return why
-            losses = nn.functional.cross_entropy(_full_precision(out), ys, reduction="none")
+            losses = self.objective.private_loss(out, ys, "none")
             per_layer = self._bk.backward(losses.sum(), b)
             exact = self._looped_grads(xs, ys)
         norms = self._bk.norms(per_layer, b, exact[0][0])
@@ -373,7 +377,7 @@ class PrivateGradient:
         with _quiet_hooks():  # disabled Opacus hooks still warn when they fire
             for j in range(x.shape[0]):
                 out = self.model(x[j : j + 1])  # hooks (Opacus' or BK's) are inactive here
-                loss = nn.functional.cross_entropy(_full_precision(out), y[j : j + 1])
+                loss = self.objective.private_loss(out, y[j : j + 1])
                 grads.append(list(torch.autograd.grad(loss, self.params, materialize_grads=True)))
         return grads
 
@@ -418,7 +422,7 @@ class PrivateGradient:
         if why is not None:
             self._bk.clear()
             raise FedbenchError(f"book-keeping clipping is not exact for this batch: {why}")
-        losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
+        losses = self.objective.private_loss(out, y, "none")
         per_layer = self._bk.backward(losses.sum(), x.shape[0])
         norms = self._bk.norms(per_layer, x.shape[0], self.params[0])
         return self._bk.weighted_sums(per_layer, clip_factors(norms, self.clip))
@@ -439,7 +443,7 @@ class PrivateGradient:
             try:
                 with context:
                     out = self._ghost(x)
-                losses = nn.functional.cross_entropy(_full_precision(out), y, reduction="none")
+                losses = self.objective.private_loss(out, y, "none")
                 torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
                 return losses, [p._norm_sample for p in self.params]
             finally:

@@ -21,6 +21,7 @@ from fedbench.privacy.accounting import (
 )
 from fedbench.privacy.client_level import ClientLevelPlan, client_level_plan
 from fedbench.privacy.mechanism import PrivateGradient, check_no_batchnorm
+from fedbench.step import Objective
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,11 @@ class PrivacyPlan:
         )
 
     def mechanism(
-        self, model: nn.Module, params: list[nn.Parameter], autocast: torch.dtype | None = None
+        self,
+        model: nn.Module,
+        params: list[nn.Parameter],
+        autocast: torch.dtype | None = None,
+        objective: Objective | None = None,
     ) -> PrivateGradient:
         return PrivateGradient(
             model,
@@ -103,6 +108,7 @@ class PrivacyPlan:
             batch_size=self.batch_size,
             autocast=autocast,
             method=self.config.clipping,
+            objective=objective,
         )
 
 

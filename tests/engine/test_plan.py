@@ -1,0 +1,82 @@
+"""The execution plan: one function decides how a run executes, each choice with its reason;
+a fallback is an entry of the plan; `train --print-plan` prints it; summary.json records it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedbench.config import load_run_config
+from fedbench.engine.plan import execution_plan
+from fedbench.engine.setup import prepare_run
+
+pytestmark = pytest.mark.engine
+
+DIGITS = ["data.name=digits", "runtime.device=cpu", "partition.clients=4", "fl.rounds=1"]
+
+
+def _plan(*items: str):
+    return execution_plan(prepare_run(load_run_config(None, [*DIGITS, *items])))
+
+
+def test_a_default_run_is_sequential_eager_fp32() -> None:
+    plan = _plan()
+    assert plan.executor == "sequential"
+    assert [c.what for c in plan.choices] == [
+        "executor", "precision", "compile", "cuda_graphs", "channels_last", "seeds_together",
+    ]  # fmt: skip
+    assert plan["compile"].value == "off" and plan["cuda_graphs"].value == "off"
+    assert plan.fallbacks == []
+
+
+def test_a_vectorised_request_that_cannot_run_is_a_fallback_with_its_reason() -> None:
+    plan = _plan("runtime.engine=vectorized", "algorithm.name=dp_fedavg")
+    executor = plan["executor"]
+    assert executor.value == "sequential" and executor.fallback
+    assert "DP training" in executor.reason
+    assert plan["clipping"].value in {"bk", "ghost", "vmap"}
+    assert plan.fallbacks == [executor]
+
+
+def test_compile_says_what_it_compiles_and_why() -> None:
+    assert _plan("runtime.compile=true", "algorithm.name=fedadamw")["compile"].value == "step"
+    sam = _plan("runtime.compile=true", "algorithm.name=fedsam")["compile"]
+    assert sam.value == "forward" and sam.fallback and "several gradients" in sam.reason
+    vec = _plan("runtime.compile=true", "runtime.engine=vectorized", "algorithm.name=mimelite")
+    assert vec["compile"].value == "gradient"
+
+
+def test_seeds_together_need_the_vectorised_executor() -> None:
+    vec = _plan("runtime.seeds_together=3", "runtime.engine=vectorized")["seeds_together"]
+    assert vec.value == "3" and not vec.fallback
+    # A run the vectorised engine cannot take falls back, and its seeds train one by one.
+    dp = _plan("runtime.seeds_together=3", "runtime.engine=vectorized", "algorithm.name=dp_fedavg")
+    assert dp["seeds_together"].value == "1" and dp["seeds_together"].fallback
+
+
+def test_print_plan_prints_every_choice_and_trains_nothing(run_cli, tmp_path: Path) -> None:
+    code, out, _ = run_cli(
+        "train", *(f"--set={i}" for i in DIGITS), "--set=runtime.engine=vectorized",
+        "--set=algorithm.name=dp_fedavg", "--print-plan", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0
+    assert "executor: sequential [fallback] (vectorized asked, but DP training" in out
+    assert "clipping: " in out
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_summary_records_the_plan(tmp_path: Path) -> None:
+    from fedbench.engine.run import train
+
+    cfg = load_run_config(None, [*DIGITS, "fl.local_steps=1", "runtime.engine=vectorized"])
+    result = train(cfg, tmp_path)
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert summary["plan"]["executor"] == {
+        "value": "vectorized",
+        "reason": "runtime.engine vectorized",
+        "fallback": False,
+    }
+    assert summary["engine"] == "vectorized"
