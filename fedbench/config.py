@@ -366,6 +366,8 @@ class RunConfig(Strict):
         # the runs that do not use them keep their ids (and resume).
         if data["algorithm"].get("lr_schedule_scope") == "round":
             del data["algorithm"]["lr_schedule_scope"]
+        if data["algorithm"].get("convention") == "reddi":  # FedOpt's server rule (fedopt.py)
+            del data["algorithm"]["convention"]
         # The partition settings its kind does not read (partitions.reads); ids issued before
         # that declaration (legacy) hashed alpha for every kind.
         read = settings_read(PARTITIONS.get(self.partition.kind))
