@@ -178,6 +178,34 @@ def test_the_gap_between_reddi_and_flower_fedadam_quoted_in_docs(
     assert_close(fedbench_trajectory("fedadam", convention="flower", **fields), flower)
 
 
+def flower_fedavgm_reference(server_learning_rate: float, server_momentum: float) -> np.ndarray:
+    """Flower's FedAvgM by hand: pseudo_gradient = current - n_i-weighted mean; with momentum,
+    v = pseudo_gradient in the first round, then v = momentum v + pseudo_gradient; current -=
+    server_learning_rate * v (momentum 0, lr 1: FedAvg)."""
+    problem = Problem(clients=len(SIZES))
+    current = flatten(problem.x0()).numpy()
+    velocity = None
+    for _ in range(ROUNDS):
+        results = [(_local_sgd(problem, current, i), n) for i, n in enumerate(SIZES)]
+        aggregated = sum(y * n for y, n in results) / sum(n for _, n in results)
+        pseudo_gradient = current - aggregated
+        if server_momentum > 0.0:
+            velocity = (
+                pseudo_gradient
+                if velocity is None
+                else server_momentum * velocity + pseudo_gradient
+            )
+            pseudo_gradient = velocity
+        current = current - server_learning_rate * pseudo_gradient
+    return current
+
+
+@pytest.mark.parametrize(("lr", "momentum"), [(1.0, 0.0), (1.0, 0.9), (0.7, 0.5)])
+def test_fedavgm_equals_flowers_fedavgm_without_a_switch(lr: float, momentum: float) -> None:
+    ours = fedbench_trajectory("fedavgm", server_lr=lr, momentum=momentum)
+    assert_close(ours, torch.from_numpy(flower_fedavgm_reference(lr, momentum)))
+
+
 def test_flower_convention_refuses_what_flower_cannot_run() -> None:
     with pytest.raises(FedbenchError, match="set bias_correction false"):
         load_run_config(
