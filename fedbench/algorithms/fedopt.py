@@ -42,7 +42,9 @@ class FedAdagradConfig(FedAvgConfig):
     server_lr: float = Field(default=0.01, gt=0)
     beta1: float = Field(default=0.9, ge=0, lt=1, description="server first-moment decay")
     tau: float = Field(
-        default=1.0e-3, gt=0, description="server adaptivity: v starts at tau^2; sqrt(v) + tau"
+        default=1.0e-3,
+        gt=0,
+        description="server adaptivity: sqrt(v) + tau; with convention reddi v starts at tau^2",
     )
     bias_correction: bool = Field(
         default=False,
