@@ -247,7 +247,8 @@ PINNED_IDS = {
     ("algorithm.name=dp_fedadam",): "dp_fedadam-digits-cnn-s0-97e197ed9c",
 }
 #: sha256 of the sorted run ids of every FedAdam / FedYogi / FedAdagrad cell (seed 0) of every
-#: shipped table and ablation, before `convention` existed (37 ids).
+#: shipped table and ablation, before `convention` existed (37 ids; the DP tables' cells at the
+#: `privacy.sampling: fixed` they had then).
 TABLE_FEDOPT_IDS = "141c5281945f59bed3df3a9012a5971cb8f2cf209055dcb1bfb43f39b10b890e"
 
 
@@ -259,7 +260,11 @@ def test_the_default_convention_keeps_every_existing_run_id() -> None:
     ids = set()
     for kind in ("table", "ablation"):
         for name in list_tables(kind):
-            for run in expand(load_table(name, kind), seeds=1).runs:
+            table = load_table(name, kind)
+            # The DP tables moved to Poisson sampling on purpose (docs/privacy.md); with the
+            # sampling they had, their FedOpt cells keep their ids too.
+            fixed = ["privacy.sampling=fixed"] if table.base.get("privacy") is not None else []
+            for run in expand(table, seeds=1, overrides=fixed).runs:
                 if run.cfg.algorithm.name.removeprefix("dp_") in (
                     "fedadam",
                     "fedyogi",
