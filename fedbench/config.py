@@ -147,9 +147,9 @@ class PrivacyConfig(Strict):
     accountant: Literal["rdp", "prv"] = "rdp"
     sampling: Literal["fixed", "poisson"] = Field(
         default="fixed",
-        description="fixed: batches of B (level sample) or S clients a round (level client); "
-        "poisson: each sample / client joins independently at q, the mechanism the accountant "
-        "analyses",
+        description="fixed: batches of B (level sample) or S clients a round (level client), "
+        "accounted as Poisson: approximate, epsilon may be understated; poisson: each sample / "
+        "client joins independently at q, the mechanism the accountant analyses: exact",
     )
     level: Literal["sample", "client"] = Field(
         default="sample",
