@@ -74,6 +74,11 @@ def test_summary_epsilon_cli_final_line_and_runs_say_status_and_direction(
     assert code == 0 and f"\naccounting: {label} (" in out
     code, out, _ = run_cli("runs", str(tmp_path), "--format", "csv")
     assert code == 0 and label in out
+    # A summary.json written before `direction` existed is listed with its status's direction.
+    del summary["privacy_accounting"]["direction"]
+    (result.run_dir / "summary.json").write_text(json.dumps(summary))
+    code, out, _ = run_cli("runs", str(tmp_path), "--format", "csv")
+    assert code == 0 and label in out
 
 
 def test_every_dp_table_draws_the_accounted_mechanism() -> None:
