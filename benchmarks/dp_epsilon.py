@@ -52,8 +52,8 @@ def _fmt(values: set[float]) -> str:
 def epsilon_rows(seeds: int) -> list[str]:
     lines = [
         "| table | data | n_i | T x K, B, clients/round | sigma | delta "
-        "| epsilon | at n_i/2 | 2 gradients/step (rows) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| epsilon | at n_i/2 | 2 gradients/step (rows) | accounting |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name in TABLES:
         table = load_table(name)
@@ -70,8 +70,10 @@ def epsilon_rows(seeds: int) -> list[str]:
             # (sigma or target, delta, gradients per step) -> epsilons
             cells: dict[tuple, dict[int, set[float]]] = defaultdict(lambda: defaultdict(set))
             twice: set[str] = set()
+            accounting: set[str] = set()  # status and direction (fedbench.privacy.status)
             for size in (n, n // 2):
-                for row, _col, eps, delta, sigma in table_epsilons(plan, size, picks):
+                for row, _col, eps, delta, sigma, status in table_epsilons(plan, size, picks):
+                    accounting.add(status)
                     cfg = next(r.cfg for r in plan.runs if r.method == row)
                     per_step = ALGORITHMS.get(cfg.algorithm.name).gradients_per_step
                     if per_step > 1:
@@ -102,7 +104,7 @@ def epsilon_rows(seeds: int) -> list[str]:
                         else f"{_fmt(by_size[n])} | {_fmt(by_size[n // 2])} | "
                     )
                     + (f"{'; '.join(extra)} ({', '.join(sorted(twice))})" if extra else "-")
-                    + " |"
+                    + f" | {'; '.join(sorted(accounting))} |"
                 )
     return lines
 

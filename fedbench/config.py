@@ -154,9 +154,9 @@ class PrivacyConfig(Strict):
     accountant: Literal["rdp", "prv"] = "rdp"
     sampling: Literal["fixed", "poisson"] = Field(
         default="fixed",
-        description="fixed: batches of B (level sample) or S clients a round (level client); "
-        "poisson: each sample / client joins independently at q, the mechanism the accountant "
-        "analyses",
+        description="fixed: batches of B (level sample) or S clients a round (level client), "
+        "accounted as Poisson: approximate, epsilon may be understated; poisson: each sample / "
+        "client joins independently at q, the mechanism the accountant analyses: exact",
     )
     level: Literal["sample", "client"] = Field(
         default="sample",
@@ -277,6 +277,21 @@ class RuntimeConfig(Strict):
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
 
+#: Fields added after run ids were first issued, with their no-op values: hashed only where
+#: they act, so that the runs that do not use them keep their ids (and resume).
+_NOOP_ADDITIONS: dict[str, dict[str, Any]] = {
+    "algorithm": {"lr_schedule_scope": "round", "convention": "reddi"},  # convention: fedopt.py
+    "fl": {"local_steps_min": None, "dropout": 0.0, "label_smoothing": 0.0},
+}
+
+
+def _drop_noop_additions(data: dict[str, Any]) -> None:
+    for section, fields in _NOOP_ADDITIONS.items():
+        for key, noop in fields.items():
+            if key in data[section] and data[section][key] == noop:
+                del data[section][key]
+
+
 def _drop_speed_settings(runtime: dict[str, Any]) -> None:
     """Remove from a runtime section the settings that change speed or memory, not results."""
     for key in (
@@ -369,22 +384,13 @@ class RunConfig(Strict):
     def _results_data(self, *, legacy: bool = False) -> dict[str, Any]:
         data = self.to_dict()
         _drop_speed_settings(data["runtime"])
-        # Fields added after run ids were first issued, hashed only where they act, so that
-        # the runs that do not use them keep their ids (and resume).
-        if data["algorithm"].get("lr_schedule_scope") == "round":
-            del data["algorithm"]["lr_schedule_scope"]
+        _drop_noop_additions(data)
         # The partition settings its kind does not read (partitions.reads); ids issued before
         # that declaration (legacy) hashed alpha for every kind.
         read = settings_read(PARTITIONS.get(self.partition.kind))
         for key in KIND_SETTINGS:
             if key not in read and not (legacy and key == "alpha"):
                 data["partition"].pop(key)
-        if self.fl.local_steps_min is None:
-            data["fl"].pop("local_steps_min")
-        if self.fl.dropout == 0.0:
-            data["fl"].pop("dropout")
-        if self.fl.label_smoothing == 0.0:
-            data["fl"].pop("label_smoothing")
         if self.privacy is not None:
             for key in _unhashed_privacy(self.privacy):
                 data["privacy"].pop(key)

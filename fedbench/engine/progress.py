@@ -9,6 +9,8 @@ from typing import Any, Protocol
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from fedbench.privacy.status import short_label
+
 
 class RunProgress(Protocol):
     def start(self, total: int, done: int) -> None: ...
@@ -113,6 +115,10 @@ def final_line(summary: dict[str, Any]) -> str:
         f"train_loss {_fmt(final.get('train_loss'), '.4f')}",
     ]
     if summary.get("epsilon") is not None:
-        parts.append(f"epsilon {summary['epsilon']:.2f} (delta {summary.get('delta'):g})")
+        # Never an epsilon without its accounting status and direction (privacy.status).
+        accounting = short_label(summary.get("privacy_accounting"))
+        parts.append(
+            f"epsilon {summary['epsilon']:.2f} (delta {summary.get('delta'):g}; {accounting})"
+        )
     parts += [f"d {summary.get('d')}", f"wall {_fmt(summary.get('wall_s'), '.2f')} s"]
     return "  ".join(parts)

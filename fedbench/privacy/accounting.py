@@ -4,7 +4,8 @@ Client i takes steps_i = K * g * (rounds in which it participated) subsampled Ga
 (g gradients per local step: 2 for DP-FedSAM), each with sampling rate q_i = B / n_i and noise
 multiplier sigma. epsilon_i comes from Opacus' RDP (or PRV) accountant at delta; a run reports
 epsilon = max_i epsilon_i. Fixed-size batches are accounted as Poisson sampling with rate q (the
-usual approximation; `sampling: poisson` draws the exact one). The client schedule is known
+usual approximation, which can understate epsilon: fedbench.privacy.status; `sampling: poisson`
+draws the accounted mechanism itself). The client schedule is known
 before training, so `target_epsilon` calibrates sigma for the worst-case client.
 """
 

@@ -23,9 +23,10 @@ Gaussian mechanism with rate q = S / N and noise multiplier z; epsilon is the sa
 client. Which mechanism runs (`privacy.sampling`):
 
 - `fixed` (default): exactly S of the N clients, uniformly without replacement, accounted as
-  Poisson sampling at q = S / N, as McMahan et al. do: an approximation (fixed-size sampling is
-  a different mechanism), and the denominators are the round's client count (public, since S is
-  fixed and the schedule is data-independent).
+  Poisson sampling at q = S / N, as McMahan et al. do: an approximation that can understate
+  epsilon (fixed-size sampling is a different mechanism; fedbench.privacy.status), and the
+  denominators are the round's client count (public, since S is fixed and the schedule is
+  data-independent).
 - `poisson`: every client joins each round independently with probability q: the accounted
   mechanism itself. The denominators are then the expected count S (a realised count would
   depend on who joined), as in McMahan et al.'s fixed-denominator estimator.
@@ -47,6 +48,7 @@ from fedbench.algorithms.base import squared_norm
 from fedbench.config import PrivacyConfig
 from fedbench.errors import FedbenchError
 from fedbench.privacy.accounting import calibrate_noise, worst_epsilon
+from fedbench.privacy.status import accounting_status
 
 #: Salt of the server's noise stream (independent of the clients' batch and noise streams).
 _SERVER_NOISE_SALT = 0xC11E
@@ -82,31 +84,19 @@ class ClientLevelPlan:
 
     def accounting(self) -> dict[str, str]:
         """Which mechanism the accountant analysed and how the reported epsilon relates to the
-        one that ran: "accounting" is `exact` (the accountant analysed the mechanism that runs),
-        `approximate` (a similar one) or `upper bound` (one that releases more)."""
+        one that ran (fedbench.privacy.status): "accounting" is `exact`, `approximate` (may be
+        understated) or `upper bound`, with its "direction" and "why"."""
         model = (
             f"{self.rounds} Poisson-subsampled Gaussian releases, q = S/N = "
             f"{self.expected_clients}/{self.num_clients}, noise multiplier "
             f"{self.noise_multiplier:.4g} ({self.config.accountant})"
         )
-        if not self.poisson:
-            return {
-                "model": model,
-                "accounting": "approximate",
-                "why": "exactly S clients are drawn without replacement each round, accounted "
-                "as Poisson sampling at q = S/N; set privacy.sampling poisson for the exact one",
-            }
-        if self.dropout > 0:
-            return {
-                "model": model,
-                "accounting": "upper bound",
-                "why": "clients that drop out release nothing but are accounted at q",
-            }
-        return {
-            "model": model,
-            "accounting": "exact",
-            "why": "Poisson client sampling at q = S/N, the accounted mechanism",
-        }
+        dropped = (
+            "clients that drop out release nothing but are accounted at q"
+            if self.dropout > 0
+            else None
+        )
+        return accounting_status("client", self.config.sampling, dropped).as_dict(model)
 
     def epsilon(self, rounds_done: int | None = None) -> float:
         """epsilon after `rounds_done` rounds (default: the whole run); the same for every client."""

@@ -21,6 +21,7 @@ from fedbench.privacy.accounting import (
 )
 from fedbench.privacy.client_level import ClientLevelPlan, client_level_plan
 from fedbench.privacy.mechanism import PrivateGradient, check_no_batchnorm
+from fedbench.privacy.status import accounting_status
 from fedbench.step import Objective
 
 
@@ -44,27 +45,19 @@ class PrivacyPlan:
 
     def accounting(self) -> dict[str, str]:
         """Which mechanism the accountant analysed and how the reported epsilon relates to the
-        one that ran: "accounting" is `exact` (the accountant analysed the mechanism that runs),
-        `approximate` (a similar one) or `upper bound` (one that releases more)."""
+        one that ran (fedbench.privacy.status): "accounting" is `exact`, `approximate` (may be
+        understated) or `upper bound`, with its "direction" and "why"."""
         model = (
             f"per client, {self.local_steps * self.gradients_per_step} Poisson-subsampled "
             f"Gaussian steps at q_i = B/n_i per round it joins, noise multiplier "
             f"{self.noise_multiplier:.4g} ({self.config.accountant}); the worst client"
         )
-        if self.config.sampling != "poisson":
-            return {
-                "model": model,
-                "accounting": "approximate",
-                "why": "fixed-size batches are accounted as Poisson sampling at q = B/n_i; set "
-                "privacy.sampling poisson for the exact one",
-            }
-        if self.steps_vary:
-            return {
-                "model": model,
-                "accounting": "upper bound",
-                "why": "clients run K_i <= K steps (fl.local_steps_min) and are accounted K",
-            }
-        return {"model": model, "accounting": "exact", "why": "Poisson batch sampling at q = B/n_i"}
+        fewer = (
+            "clients run K_i <= K steps (fl.local_steps_min) and are accounted K"
+            if self.steps_vary
+            else None
+        )
+        return accounting_status("sample", self.config.sampling, fewer).as_dict(model)
 
     @property
     def num_clients(self) -> int:

@@ -13,6 +13,7 @@ from fedbench.errors import FedbenchError
 from fedbench.listing import Listing
 from fedbench.privacy.client_level import ClientLevelPlan, poisson_clients_of
 from fedbench.privacy.plan import PrivacyPlan, resolve_plan
+from fedbench.privacy.status import short_label, status_line
 from fedbench.report.ran import cell_label
 from fedbench.runner.table_config import Plan, TableConfig
 from fedbench.suggest import did_you_mean
@@ -68,7 +69,7 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
                 f"update clip {p.clip:g}{adaptive}",
                 f"{cfg.fl.rounds} rounds, each one Gaussian release at client sampling rate "
                 f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
-                _accounting_line(plan.accounting()),
+                status_line(plan.accounting()),
             ]
         )
     steps = plan.steps()
@@ -81,14 +82,9 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
         f"gradients per step {plan.gradients_per_step}; rounds {cfg.fl.rounds}",
         f"most-used client {worst}: {steps[worst]} steps at q = {plan.rates[worst]:.4g} "
         f"(n_i = {round(cfg.fl.batch_size / plan.rates[worst]) if plan.rates[worst] < 1 else 'B'})",
-        _accounting_line(plan.accounting()),
+        status_line(plan.accounting()),
     ]
     return "\n".join(lines)
-
-
-def _accounting_line(accounting: dict[str, str]) -> str:
-    """How the reported epsilon relates to the mechanism that runs (`accounting()`)."""
-    return f"accounting: {accounting['accounting']} ({accounting['why']})"
 
 
 def _matches(setting: dict[str, Any], picks: dict[str, Any]) -> bool:
@@ -119,11 +115,12 @@ def parse_column_picks(items: list[str], table: TableConfig) -> dict[str, Any]:
 
 def table_epsilons(
     plan: Plan, client_size: int | None = None, columns: dict[str, Any] | None = None
-) -> list[tuple[str, str, float, float, float]]:
-    """(row, column, epsilon, delta, noise_multiplier) of every private (row, column) of `plan`,
-    the worst over its seeds; client sizes are computed once per distinct data + partition."""
+) -> list[tuple[str, str, float, float, float, str]]:
+    """(row, column, epsilon, delta, noise_multiplier, accounting) of every private (row,
+    column) of `plan`, the worst over its seeds (accounting: the status and direction of that
+    epsilon, fedbench.privacy.status); client sizes are computed once per data + partition."""
     sizes: dict[str, list[int]] = {}
-    cells: dict[tuple[str, str], tuple[float, float, float]] = {}
+    cells: dict[tuple[str, str], tuple[float, float, float, str]] = {}
     for run in plan.runs:
         if columns and not _matches(run.setting, columns):
             continue
@@ -138,7 +135,12 @@ def table_epsilons(
         eps = p.epsilon()
         old = cells.get((run.method, where))
         if old is None or eps > old[0]:
-            cells[(run.method, where)] = (eps, p.config.delta, p.noise_multiplier)
+            cells[(run.method, where)] = (
+                eps,
+                p.config.delta,
+                p.noise_multiplier,
+                short_label(p.accounting()),
+            )
     return [(row, col, *values) for (row, col), values in cells.items()]
 
 
@@ -194,8 +196,8 @@ def table_epsilon_listing(
     return Listing(
         f"{plan.name}: epsilon of the worst client (over seeds "
         f"{','.join(str(s) for s in sorted({r.seed for r in plan.runs}))})",
-        ["method", "column", "epsilon", "delta", "noise_multiplier"],
-        [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}"] for m, c, e, d, s in cells],
+        ["method", "column", "epsilon", "delta", "noise_multiplier", "accounting"],
+        [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}", a] for m, c, e, d, s, a in cells],
     )
 
 

@@ -24,6 +24,7 @@ from fedbench.config import parse_override, read_yaml
 from fedbench.engine.run_folder import RunFolder
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
+from fedbench.privacy.status import short_label
 from fedbench.readback import BadFile
 from fedbench.report.ran import KEY_FORMATS, flatten, value_label
 
@@ -184,12 +185,18 @@ def list_runs(root: Path, where: list[str] | None = None) -> pd.DataFrame:
         for metric in FINAL_METRICS:
             row[metric] = final.get(metric, metrics.get(metric))
         row["epsilon"] = summary.get("epsilon")
+        # Its accounting status and direction (privacy.status; derived for older summaries).
+        row["accounting"] = (
+            short_label(summary.get("privacy_accounting"))
+            if summary.get("epsilon") is not None
+            else None
+        )
         row["wall_s"] = summary.get("wall_s")
         row["folder"] = str(r["folder"])
         rows.append(row)
     frame = pd.DataFrame.from_records(rows)
     if not frame.empty and frame["epsilon"].isna().all():
-        frame = frame.drop(columns=["epsilon"])
+        frame = frame.drop(columns=["epsilon", "accounting"])
     return frame
 
 

@@ -106,9 +106,13 @@ def test_final_line_rounds_and_shows_epsilon_for_private_runs() -> None:
         "epsilon": 7.891234,
         "delta": 1e-5,
     }
+    # A summary without privacy_accounting (written before it existed) says so.
     assert final_line(summary) == (
-        "test_acc 84.12  train_loss 0.4568  epsilon 7.89 (delta 1e-05)  d 650  wall 12.35 s"
+        "test_acc 84.12  train_loss 0.4568  epsilon 7.89 (delta 1e-05; not recorded)  d 650  "
+        "wall 12.35 s"
     )
+    summary["privacy_accounting"] = {"accounting": "approximate", "why": "fixed-size batches"}
+    assert "epsilon 7.89 (delta 1e-05; approximate, may be understated)" in final_line(summary)
     summary["epsilon"] = None
     assert "epsilon" not in final_line(summary)
 

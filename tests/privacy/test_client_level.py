@@ -252,7 +252,8 @@ def test_summary_and_epsilon_say_what_was_accounted(
     for item in ("privacy.noise_multiplier=0.8", *sets):
         args += ["--set", item]
     code, out, _ = run_cli(*args)
-    assert code == 0 and f"accounting: {accounting} (" in out
+    direction = summary["privacy_accounting"]["direction"]
+    assert code == 0 and f"accounting: {accounting}, {direction} (" in out
 
 
 def test_client_level_poisson_run_trains_with_varying_rounds(tmp_path: Path) -> None:

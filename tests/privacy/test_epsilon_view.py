@@ -37,10 +37,19 @@ def test_table_listing_is_the_worst_epsilon_per_cell() -> None:
         "dp_table2", methods="DP-FedSAM, DP-FedAvg", seeds="0,1", client_size=1000
     )
     assert shown.title == "dp_table2: epsilon of the worst client (over seeds 0,1)"
-    assert shown.columns == ["method", "column", "epsilon", "delta", "noise_multiplier"]
+    assert shown.columns == [
+        "method",
+        "column",
+        "epsilon",
+        "delta",
+        "noise_multiplier",
+        "accounting",
+    ]
     plan = make_plan("dp_table2", methods=["DP-FedSAM", "DP-FedAvg"], seeds=[0, 1])
     cells = table_epsilons(plan, client_size=1000)
-    assert shown.rows == [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}"] for m, c, e, d, s in cells]
+    assert shown.rows == [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}", a] for m, c, e, d, s, a in cells]
+    # The DP tables draw Poisson batches: every epsilon is exact.
+    assert {row[5] for row in shown.rows} == {"exact, not understated"}
     assert {row[0] for row in shown.rows} == {"DP-FedSAM", "DP-FedAvg"}
     assert len(shown.rows) == 8  # 2 rows x 4 columns
 
