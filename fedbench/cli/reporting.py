@@ -43,8 +43,8 @@ def compare(
     ],
     metric: Annotated[str, metric_option("The metric compared.")] = "test_acc",
 ) -> None:
-    """Is one row better than another beyond seed noise? Welch's t-test over the seeds, in every
-    column the rows share (rows of one report, or one row at two settings)."""
+    """Is one row better than another beyond seed noise? A t-test over the seeds (paired where
+    the rows ran the same seeds, else Welch's; Holm-corrected), in every column they share."""
     from fedbench.report.compare import compare_lines
 
     for part in compare_lines(sides, metric):

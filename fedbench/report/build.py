@@ -48,7 +48,7 @@ from fedbench.runner.table_config import TableConfig
 
 SUMMARY_COLUMNS = ("method", "metric", "mean", "std", "n", "paper_mean", "paper_std")
 #: summarise()'s working columns, not written to summary.csv.
-INTERNAL_COLUMNS = ("setting_json", "values", "cell", "paper")
+INTERNAL_COLUMNS = ("setting_json", "values", "seeds", "cell", "paper")
 STATISTICS = {"final": "final", "best": "best", "last_k_mean": "mean of the last {k}"}
 
 
@@ -303,7 +303,8 @@ class LongSetting:
         """summary.csv: method, the setting columns (resolved values), metric, mean, std, n,
         the paper's numbers (paper_mean, paper_std, or when the setting differs: preset, the
         paper's setting as paper_<key> and paper_mean_at_paper_setting,
-        paper_std_at_paper_setting), then the rest (run counts, best, p_vs_best, tie)."""
+        paper_std_at_paper_setting), then the rest (the 95 % interval of the mean ci95_low,
+        ci95_high, the run counts, best, test, p_vs_best, p_holm, tie)."""
         setting = [*self.keys, *self.extra] if self.differs else list(self.keys)
         if "partition.kind" in setting:  # the settings each kind reads, blank where it does not
             setting += [k for k in KIND_FACTS if k not in setting]

@@ -5,8 +5,9 @@ Every rendering says what ran (the caption / heading built by fedbench.report.bu
 resolved run configs) and names each column by the values that ran in it. The paper's numbers
 are never inline: they form a separate block labelled with the paper's setting, with a one-line
 caveat when what ran differs from it. Bold marks the best mean of a column as shown (rounded),
-so rows that print the same number share it; "≈" marks rows within noise of the best (Welch's
-t-test over seeds, fedbench.report.significance).
+so rows that print the same number share it; "≈" marks rows within noise of the best (a paired
+t-test over seeds where the rows ran the same seeds, else Welch's, Holm-corrected over the
+report's tests: fedbench.report.significance).
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from rich.text import Text
 
 from fedbench.report.collect import LOWER_IS_BETTER
 from fedbench.report.paper import paper_value
-from fedbench.report.significance import LEVEL, MIN_SEEDS, TEST_NAME, tie_with_best
+from fedbench.report.significance import (
+    CORRECTION,
+    LEVEL,
+    MIN_SEEDS,
+    TEST_NAME,
+    TEST_NAMES,
+    holm,
+    mean_ci,
+    tie_with_best,
+)
 from fedbench.runner.table_config import DIAGNOSTIC_METRICS, ROW_METRICS, TableConfig
 
 DIGITS = {
@@ -54,6 +64,8 @@ METRIC_LABELS = {
     "v_spread": "v spread",
     "local_step_ratio": "step RMS / lr",
 }
+#: Measurements that explain or bound a result rather than score it: no best row, no test.
+UNRANKED_METRICS = (*DIAGNOSTIC_METRICS, "epsilon")
 TIE_MARK = "≈"
 #: The terminal's mark of the best cells, beside bold (which a log file does not keep).
 BEST_MARK = "★"
@@ -82,10 +94,11 @@ def _unavailable_text(reason: str | None) -> str:
 
 
 def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
-    """Long format: method, setting columns, metric, mean, std (ddof 1), n, paper_mean,
-    paper_std, the run counts by status, then best (bold: the best mean as shown), p_vs_best and
-    tie (Welch's t-test against the column's best row; empty when not tested), and the internal
-    columns setting_json, values, cell and paper (dropped from summary.csv)."""
+    """Long format: method, setting columns, metric, mean, std (ddof 1), n, ci95_low, ci95_high
+    (the 95 % t interval of the mean), paper_mean, paper_std, the run counts by status, then best
+    (bold: the best mean as shown), test (paired | welch), p_vs_best, p_holm and tie (the test
+    against the column's best row, Holm-corrected over the report; empty when not tested), and
+    the internal columns setting_json, values, seeds, cell and paper (dropped from summary.csv)."""
     records = []
     settings = list(dict.fromkeys(runs["setting"])) if len(runs) else []
     methods = [m for m in table.methods if m in set(runs["method"])]
@@ -99,6 +112,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
+                low, high = mean_ci([float(v) for v in ok])
                 p_mean, p_std = paper_value(table.paper, method, setting, metric)
                 reasons = cell[cell["status"] == "unsupported"]["reason"]
                 # rounds_to_target: completed runs that never reached the target (no value).
@@ -110,6 +124,8 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "mean": float(ok.mean()) if n else math.nan,
                     "std": float(ok.std(ddof=1)) if n > 1 else math.nan,
                     "n": n,
+                    "ci95_low": low,
+                    "ci95_high": high,
                     "paper_mean": p_mean,
                     "paper_std": p_std,
                     "diverged": counts.get("diverged", 0),
@@ -121,6 +137,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
                     "setting_json": setting_json,
                     "values": [float(v) for v in ok],
+                    "seeds": [int(v) for v in cell.loc[ok.index, "seed"]],
                 }
                 record["paper"] = paper_text(p_mean, p_std, metric)
                 records.append(record)
@@ -144,14 +161,17 @@ def _column_of(summary: pd.DataFrame, setting_json: str, metric: str) -> pd.Data
 def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
     """best: the rows whose mean, rounded as shown, is the column's best (ties share it; a column
     where every row shows the same number has none, and so has a column with a cell of one
-    seed, whose lead says nothing about noise). p_vs_best / tie: each row against the row with
-    the best unrounded mean, by Welch's t-test over seeds."""
+    seed, whose lead says nothing about noise). test / p_vs_best: each row against the row with
+    the best unrounded mean (paired by seed where the two ran the same seeds, else Welch's);
+    p_holm: p_vs_best Holm-corrected over every test of the summary; tie: p_holm >= LEVEL."""
     summary = summary.copy()
     summary["best"] = False
+    summary["test"] = ""
     summary["p_vs_best"] = math.nan
+    summary["p_holm"] = math.nan
     summary["tie"] = None
     for (setting_json, metric), _ in summary.groupby(["setting_json", "metric"], sort=False):
-        if metric in DIAGNOSTIC_METRICS:
+        if metric in UNRANKED_METRICS:
             continue  # measurements that explain, not scores: no best row
         rows = _column_of(summary, setting_json, metric)
         rows = rows[rows["n"] > 0]
@@ -168,9 +188,20 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
         for index in rows.index:
             if index == leader:
                 continue
-            p, tie = tie_with_best(rows.at[leader, "values"], rows.at[index, "values"])
-            summary.at[index, "p_vs_best"] = p
-            summary.at[index, "tie"] = tie
+            test = tie_with_best(
+                rows.at[leader, "values"],
+                rows.at[index, "values"],
+                rows.at[leader, "seeds"],
+                rows.at[index, "seeds"],
+            )
+            if test.tested:
+                summary.at[index, "test"] = test.kind
+                summary.at[index, "p_vs_best"] = test.p
+    adjusted = holm(list(summary["p_vs_best"]))
+    summary["p_holm"] = adjusted
+    for index, p in zip(summary.index, adjusted, strict=True):
+        if not math.isnan(p):
+            summary.at[index, "tie"] = p >= LEVEL
     return summary
 
 
@@ -246,6 +277,8 @@ class View:
     paper_caveat: str = ""
     #: Whether any cell was tested (>= MIN_SEEDS seeds): the legend says so either way.
     tested: bool = False
+    #: The tests made, by kind ('paired', 'welch') -> how many (the family Holm corrects over).
+    tests: dict[str, int] = field(default_factory=dict)
     #: Whether some cell has >= MIN_SEEDS seeds (when none was tested all the same, it is because
     #: no column has a single best row to test against).
     enough_seeds: bool = False
@@ -267,6 +300,15 @@ class View:
         named = [("What ran", self.ran), ("Rows", self.rows), ("Columns", self.columns)]
         return [(name, text) for name, text in named if text]
 
+    def tests_text(self) -> str:
+        """'paired t-test over seeds (4 tests), Holm-corrected over the 4 tests of this report':
+        which tests ran, and the correction over all of them."""
+        made = sum(self.tests.values())
+        kinds = ", ".join(
+            f"{TEST_NAMES[k]} ({n} test{'s' * (n != 1)})" for k, n in self.tests.items() if n
+        )
+        return f"{kinds}; {CORRECTION} over the {made} test{'s' * (made != 1)} of this report"
+
     @property
     def has_paper(self) -> bool:
         return bool(self.paper_label) and any(self.paper.values())
@@ -280,7 +322,7 @@ class View:
             if self.one_seed == "some":
                 text += " (not in columns with a cell of 1 seed)"
         if self.tested:
-            text += f"; ≈: within noise of the best ({TEST_NAME}, p ≥ {LEVEL})"
+            text += f"; ≈: within noise of the best ({self.tests_text()}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
             text += "; comm: uploads per client-round in units of d"
         return text + "."
@@ -307,7 +349,7 @@ class View:
             ]
         if self.tested:
             lines.append(
-                f"{TIE_MARK}: within noise of the column's best row ({TEST_NAME} over seeds, "
+                f"{TIE_MARK}: within noise of the column's best row ({self.tests_text()}; "
                 f"two-sided p >= {LEVEL}); unmarked rows differ from the best (p < {LEVEL})"
             )
         elif self.enough_seeds:
@@ -316,7 +358,9 @@ class View:
                 "rows show the same number)"
             )
         else:
-            lines.append(f"no significance marks: {TEST_NAME} needs >= {MIN_SEEDS} seeds per cell")
+            lines.append(
+                f"no significance marks: the test ({TEST_NAME}) needs >= {MIN_SEEDS} seeds per cell"
+            )
         if any(m == "comm" for g in self.groups for m in g.metrics):
             lines.append("comm: floats uploaded per client and round, in units of d (model size)")
         return lines
@@ -354,6 +398,7 @@ def build_view(
                 cells[key] = Cell(row["cell"], bool(row["best"]), tie)
                 paper[key] = row["paper"]
     enough = bool(len(summary)) and bool((summary["n"] >= MIN_SEEDS).any())
+    tests = {k: int((summary["test"] == k).sum()) for k in TEST_NAMES} if len(summary) else {}
     counts = set(summary["n"][summary["n"] > 0]) if len(summary) else set()
     one_seed = "" if 1 not in counts else "all" if counts == {1} else "some"
     return View(
@@ -362,6 +407,7 @@ def build_view(
         cells=cells,
         paper=paper,
         tested=tested,
+        tests=tests,
         enough_seeds=enough,
         one_seed=one_seed,
         **texts,

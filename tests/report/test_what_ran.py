@@ -1,5 +1,5 @@
 """Reports state what ran (from the resolved run configs), keep the paper's numbers apart with a
-caveat when the setting differs, bold by the value shown, mark ties by Welch's t-test, and write
+caveat when the setting differs, bold by the value shown, mark ties by a t-test over seeds, and write
 a table.tex that compiles."""
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_quick_preset_report_states_what_ran_and_keeps_the_paper_apart(tmp_path:
     assert "(CIFAR-100, model ResNet-18; 100 clients" in caveat[0]
     # the terminal: the same sentence, a legend, the paper block
     assert report.view.ran.startswith("digits, model LogReg; 5 clients")
-    assert any("Welch's t-test" in line for line in report.view.legend())
+    assert any("Holm-corrected" in line for line in report.view.legend())
     wide = report.table
     assert "digits / LogReg / Dir-0.1: acc (%)" in wide.columns
     assert "paper at paper setting CIFAR-100 / ResNet-18 / Dir-0.1: acc (%)" in wide.columns
@@ -152,13 +152,28 @@ def test_ties_with_the_best_are_marked_from_three_seeds(tmp_path: Path):
     assert dict(s["tie"]) == {"Local SGD": False, "FedAdamW": None, "Close": True}
     assert dict(s["best"]) == {"Local SGD": False, "FedAdamW": True, "Close": False}
     assert math.isnan(s.loc["FedAdamW", "p_vs_best"])
-    assert s.loc["Close", "p_vs_best"] == pytest.approx(welch_p(acc["FedAdamW"], acc["Close"]))
-    assert s.loc["Local SGD", "p_vs_best"] < 0.05 <= s.loc["Close", "p_vs_best"]
+    # The rows ran the same seeds: paired t-tests, Holm-corrected over the report's two tests.
+    assert dict(s["test"]) == {"Local SGD": "paired", "FedAdamW": "", "Close": "paired"}
+    p_close = stats.ttest_rel(acc["FedAdamW"], acc["Close"]).pvalue
+    p_far = stats.ttest_rel(acc["FedAdamW"], acc["Local SGD"]).pvalue
+    assert s.loc["Close", "p_vs_best"] == pytest.approx(p_close, rel=1e-12)
+    assert s.loc["Close", "p_holm"] == pytest.approx(min(1.0, max(p_close, 2 * p_far)), rel=1e-12)
+    assert s.loc["Local SGD", "p_holm"] == pytest.approx(2 * p_far, rel=1e-12)
+    assert s.loc["Local SGD", "p_holm"] < 0.05 <= s.loc["Close", "p_holm"]
+    low, high = stats.t.interval(0.95, 2, loc=np.mean(acc["Close"]), scale=stats.sem(acc["Close"]))
+    assert (s.loc["Close", "ci95_low"], s.loc["Close", "ci95_high"]) == pytest.approx(
+        (low, high), rel=1e-12
+    )
+    long = pd.read_csv(folder / "summary.csv")
+    assert {"ci95_low", "ci95_high", "test", "p_vs_best", "p_holm"} <= set(long.columns)
     md = (folder / "table.md").read_text()
     assert "| FedAdamW | **91.00 ± 1.00** |" in md
     assert "| Close | 90.33 ± 1.26 ≈ |" in md
     assert "| Local SGD | 51.17 ± 1.26 |" in md
-    assert "≈: within noise of the column's best row (Welch's t-test over seeds" in md
+    assert (
+        "≈: within noise of the column's best row (paired t-test over seeds (2 tests); "
+        "Holm-corrected over the 2 tests of this report; two-sided p >= 0.05)" in md
+    )
     # two seeds: nothing is tested, and the legend says why
     data["seeds"] = [0, 1]
     folder = write_table(tmp_path / "two", data, lambda m, s, seed: acc[m][seed])
@@ -176,7 +191,7 @@ def test_welch_p_matches_the_formula_in_float64():
     assert welch_p([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0  # constant and equal: a tie
     assert welch_p([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]) == 0.0  # constant and different
     assert math.isnan(welch_p([1.0], [2.0, 3.0]))
-    assert tie_with_best([1.0, 2.0], [1.0, 2.0]) == (pytest.approx(math.nan, nan_ok=True), None)
+    assert not tie_with_best([1.0, 2.0], [1.0, 2.0]).tested
 
 
 def test_tex_escape_keeps_pdflatex_happy():
