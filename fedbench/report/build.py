@@ -22,6 +22,7 @@ from fedbench.report.collect import (
     with_metrics,
 )
 from fedbench.report.plots import plot_curves
+from fedbench.report.privacy_cells import legend_lines, method_labels
 from fedbench.report.ran import (
     KIND_FACTS,
     Cfg,
@@ -171,13 +172,16 @@ def build_report(
 
     paper_numbers: also put the paper's numbers into table.tex (a separate, labelled block);
     table.md, table.csv and the terminal always show them apart from ours.
-    metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements)."""
+    metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements);
+    a table with private rows also reports epsilon (privacy_cells)."""
     plan = read_plan(folder)
-    table = with_metrics(plan_table(plan), metrics)
     runs_root = runs_root or folder.parent / "runs"
+    configs = run_configs(plan, runs_root)
+    # A table with private rows reports the epsilon each cell spent beside its scores.
+    private = any(cfg.get("privacy") for cfg in configs.values())
+    table = with_metrics(plan_table(plan), [*metrics, *(["epsilon"] if private else [])])
     runs, curves = collect(folder, runs_root, table)
     summary = summarise(runs, table)
-    configs = run_configs(plan, runs_root)
     papers = paper_configs(plan)
     keys = list(table.grid)
     ran_by_column: dict[str, list[Cfg]] = {}
@@ -231,6 +235,8 @@ def build_report(
         paper_caveat=caveat,
         note=table.note.strip(),
         csv_prefix=setting.dataset_prefix(keys, ran_by_column, paper_by_column),
+        privacy=legend_lines(runs),
+        method_labels=method_labels(runs, list(table.methods)),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
     # Each file atomically (fedbench.files): a full disk or a kill keeps the previous report.

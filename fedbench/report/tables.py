@@ -27,6 +27,7 @@ from rich.text import Text
 
 from fedbench.report.collect import LOWER_IS_BETTER
 from fedbench.report.paper import paper_value
+from fedbench.report.privacy_cells import NO_DP, cell_privacy, epsilon_text
 from fedbench.report.significance import (
     CORRECTION,
     LEVEL,
@@ -47,6 +48,7 @@ DIGITS = {
     "comm": 2,
     "wall_s": 1,
     "rounds_to_target": 0,
+    "epsilon": 2,
 }
 #: Metric subheaders (markdown / terminal; LaTeX escapes them).
 METRIC_LABELS = {
@@ -63,6 +65,7 @@ METRIC_LABELS = {
     "relative_drift": "drift / |mean update|^2",
     "v_spread": "v spread",
     "local_step_ratio": "step RMS / lr",
+    "epsilon": "ε (δ, accounting)",
 }
 #: Measurements that explain or bound a result rather than score it: no best row, no test.
 UNRANKED_METRICS = (*DIAGNOSTIC_METRICS, "epsilon")
@@ -109,6 +112,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
             if cell.empty:
                 continue
             counts = cell["status"].value_counts().to_dict()
+            privacy = cell_privacy(cell)
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
@@ -128,6 +132,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "ci95_high": high,
                     "paper_mean": p_mean,
                     "paper_std": p_std,
+                    **privacy,
                     "diverged": counts.get("diverged", 0),
                     "failed": counts.get("failed", 0),
                     "unsupported": counts.get("unsupported", 0),
@@ -147,6 +152,10 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
     mixed = 1 in counts and len(counts) > 1
     for record in records:
         record["cell"] = cell_text(record, record["metric"], one_seed_note=mixed)
+        if record["metric"] == "epsilon" and record["n"]:
+            record["cell"] = epsilon_text(record)  # the worst seed's, with δ and the status
+        elif record["metric"] == "epsilon" and not record["cell"]:
+            record["cell"] = NO_DP  # its runs completed without privacy
     summary = pd.DataFrame.from_records(records)
     return _mark_best(summary) if len(summary) else summary
 
@@ -294,6 +303,10 @@ class View:
     rows: str = ""
     #: With the table's `column_labels:`, what each named column ran: 'Dir-0.1: Dir-0.1; ...'.
     columns: str = ""
+    #: Legend lines of a table with private rows: what ε is, each accounting status and why.
+    privacy: list[str] = field(default_factory=list)
+    #: A plot's legend entry per row: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
+    method_labels: dict[str, str] = field(default_factory=dict)
 
     def ran_lines(self) -> list[tuple[str, str]]:
         """(name, text) of what ran, the rows' and the columns' settings, each when present."""
@@ -325,7 +338,7 @@ class View:
             text += f"; ≈: within noise of the best ({self.tests_text()}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
             text += "; comm: uploads per client-round in units of d"
-        return text + "."
+        return text + "." + "".join(f" {line}." for line in self.privacy)
 
     def legend(self, best_mark: str = "") -> list[str]:
         """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
@@ -363,7 +376,7 @@ class View:
             )
         if any(m == "comm" for g in self.groups for m in g.metrics):
             lines.append("comm: floats uploaded per client and round, in units of d (model size)")
-        return lines
+        return lines + self.privacy
 
 
 def build_view(
@@ -550,6 +563,7 @@ TEX_METRICS = {
     "relative_drift": "Drift / $\\|\\bar\\Delta\\|^2$",
     "v_spread": "$v$ spread",
     "local_step_ratio": "Step RMS / lr",
+    "epsilon": r"$\varepsilon$ ($\delta$, accounting)",
 }
 
 
