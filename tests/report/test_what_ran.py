@@ -262,7 +262,9 @@ def test_what_ran_names_the_privacy_setting_per_column():
     assert describe(facts({"a": [{**base, "privacy": None}]})).endswith("B=32")
 
 
-def test_tuned_values_are_stated_per_row(tmp_path: Path):
+def test_tuned_values_are_stated_per_row_and_column(tmp_path: Path):
+    """Issue 40: the --tuned report names the columns tuned.yaml tuned and those that ran the
+    table's own values (only the Dir-0.6 column was tuned here)."""
     from fedbench.runner.table_config import column_key
 
     data = paper_like_table()
@@ -270,7 +272,12 @@ def test_tuned_values_are_stated_per_row(tmp_path: Path):
     tuned = {"FedAdamW": {column_key(setting): {"algorithm.lr": 0.02}}}
     folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
     report = build_report(folder)
-    assert report.view.details.endswith("; tuned (fedbench tune): FedAdamW algorithm.lr=0.02")
+    assert report.view.details.endswith(
+        "; tuned (fedbench tune): FedAdamW in LogReg / Dir-0.6 (algorithm.lr=0.02), not in "
+        "LogReg / Dir-0.1 (the table's values); not tuned (the table's "
+        "values): Local SGD"
+    )
+    assert "not in LogReg / Dir-0.1" in (folder / "table.md").read_text()
 
 
 def test_one_seed_has_no_bold_and_the_legend_says_1_seed(tmp_path: Path):
