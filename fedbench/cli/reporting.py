@@ -25,11 +25,17 @@ def report(
             "v_spread (runs with eval.diagnostics; mean over the evaluated rounds)."
         ),
     ] = None,
+    ci: Annotated[
+        bool,
+        typer.Option(
+            "--ci", help="Cells also show the 95% interval of the mean (summary.csv has it)."
+        ),
+    ] = False,
 ) -> None:
     """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
     from fedbench.report import build_report
 
-    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [])
+    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [], ci=ci)
     console.print(result.rich)
     say("wrote " + ", ".join(str(f) for f in result.files))
 

@@ -199,13 +199,15 @@ def build_report(
     *,
     paper_numbers: bool = False,
     metrics: Sequence[str] = (),
+    ci: bool = False,
 ) -> Report:
     """Write summary.csv, table.csv, table.md, table.tex and curves.png into `folder`.
 
     paper_numbers: also put the paper's numbers into table.tex (a separate, labelled block);
     table.md, table.csv and the terminal always show them apart from ours.
     metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements);
-    a table with private rows also reports epsilon (privacy_cells)."""
+    a table with private rows also reports epsilon (privacy_cells).
+    ci: cells also show the 95 % interval of the mean (summary.csv always has it)."""
     plan = read_plan(folder)
     runs_root = runs_root or folder.parent / "runs"
     configs = run_configs(plan, runs_root)
@@ -213,7 +215,7 @@ def build_report(
     private = any(cfg.get("privacy") for cfg in configs.values())
     table = with_metrics(plan_table(plan), [*metrics, *(["epsilon"] if private else [])])
     runs, curves = collect(folder, runs_root, table)
-    summary = summarise(runs, table)
+    summary = summarise(runs, table, ci=ci)
     papers = paper_configs(plan)
     keys = list(table.grid)
     ran_by_column: dict[str, list[Cfg]] = {}
@@ -268,6 +270,7 @@ def build_report(
         note=table.note.strip(),
         csv_prefix=setting.dataset_prefix(keys, ran_by_column, paper_by_column),
         privacy=legend_lines(runs),
+        ci=ci,
         method_labels=method_labels(runs, list(table.methods)),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]

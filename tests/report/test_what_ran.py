@@ -417,3 +417,22 @@ def test_column_labels_name_the_columns_and_the_report_says_what_each_ran(tmp_pa
     data["column_labels"] = {"partition.kind": {"dirchlet": "Dir"}}
     with pytest.raises(FedbenchError, match="'dirchlet' is not one of the grid's values"):
         parse_table_config(data)
+
+
+def test_report_ci_shows_the_95_percent_interval_in_the_cells(tmp_path: Path, run_cli):
+    data = tiny_table_data()
+    data["seeds"] = [0, 1, 2]
+    data["metrics"] = ["test_acc"]
+    acc = {"FedAdamW": [90.0, 91.0, 92.0], "Local SGD": [50.0, 51.0, 52.5]}
+    folder = write_table(tmp_path, data, lambda m, s, seed: acc[m][seed])
+    code, _, err = run_cli("report", str(folder), "--ci")
+    assert code == 0, err
+    half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)  # s = 1 for 90, 91, 92
+    assert f"{91 - half:.2f}, {91 + half:.2f}" == "88.52, 93.48"
+    md = (folder / "table.md").read_text()
+    assert "| FedAdamW | **91.00 ± 1.00 [88.52, 93.48]** |" in md
+    assert "[low, high]: the 95 % confidence interval of the mean" in md
+    build_report(folder)  # without --ci: no interval in the cells, still in summary.csv
+    assert "[88.52, 93.48]" not in (folder / "table.md").read_text()
+    long = pd.read_csv(folder / "summary.csv").set_index("method")
+    assert long.loc["FedAdamW", "ci95_low"] == pytest.approx(91 - half, rel=1e-12)
