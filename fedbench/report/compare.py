@@ -121,8 +121,11 @@ class Comparison:
 
     @property
     def test_text(self) -> str:
-        """'paired' or 'Welch' ('-' where no test was made)."""
-        return {"welch": "Welch"}.get(self.test.kind, self.test.kind) if self.tested else "-"
+        """'paired', 'Welch' or 'exact' (no noise: every seed's difference the same); '-' where
+        no test was made."""
+        if not self.tested:
+            return "-"
+        return "exact" if self.test.noiseless else {"welch": "Welch"}.get(self.test.kind, "paired")
 
     def difference_text(self, metric: str) -> str:
         """'+1.67 [-0.48, 3.81]': mean(A) - mean(B) and its 95 % interval (paired: of the
@@ -235,8 +238,12 @@ def compare(specs: list[str], metric: str = "test_acc") -> list[Comparison]:
             found.append(
                 Comparison(a, b, json.loads(setting), a.values[setting], b.values[setting], test)
             )
-    tested = [c.p if c.tested else math.nan for c in found]
-    return [replace(c, p_holm=p) for c, p in zip(found, holm(tested), strict=True)]
+    # Holm over the tests; an exact comparison (no noise: p 0 or 1) is no member of the family.
+    adjusted = holm([c.test.family_p if c.tested else math.nan for c in found])
+    return [
+        replace(c, p_holm=c.p if c.tested and c.test.noiseless else p)
+        for c, p in zip(found, adjusted, strict=True)
+    ]
 
 
 def _cell(values: list[float], metric: str) -> str:
@@ -286,15 +293,22 @@ def render(found: list[Comparison], metric: str) -> list[Table | str]:
 
 def tests_line(found: list[Comparison]) -> str:
     """Which tests were made and how they are corrected, in one line."""
-    made = [c for c in found if c.tested]
+    made = [c for c in found if c.tested and not c.test.noiseless]
+    exact = sum(c.tested and c.test.noiseless for c in found)
+    note = (
+        f"; exact: {exact} comparison{'s' * (exact != 1)} without noise (every seed's "
+        "difference the same: p 0 or 1, not corrected)"
+        if exact
+        else ""
+    )
     if not made:
-        return f"no test made: each side needs >= {MIN_SEEDS} seeds in a column"
+        return f"no test made: each side needs >= {MIN_SEEDS} seeds in a column{note}"
     kinds = {k: sum(c.test.kind == k for c in made) for k in TEST_NAMES}
     text = ", ".join(f"{TEST_NAMES[k]} ({n})" for k, n in kinds.items() if n)
     return (
         f"tests: {text}: paired where both sides ran the same seeds (a seed draws the same "
         f"clients and initial model in every row), else Welch's; p Holm: {CORRECTION} over "
-        f"the {len(made)} tests of this comparison; verdicts at p Holm < {LEVEL}"
+        f"the {len(made)} tests of this comparison; verdicts at p Holm < {LEVEL}{note}"
     )
 
 

@@ -1,16 +1,19 @@
 """Is one row within seed noise of another? The tests every report and `fedbench compare` make.
 
-Paired where the two cells ran the same seeds: in every row a seed draws the same clients each
-round and the same initial model (the partition is `partition.seed`'s, the same for every run),
-so row A's seed s and row B's seed s are a matched pair, and a paired t-test over the seeds'
-differences (scipy.stats.ttest_rel) removes the noise the pair shares. Where the seeds differ
+Paired where the two cells ran the same seeds: in every row a seed draws the same initial model
+and (at the same participation) the same clients each round (the partition is
+`partition.seed`'s, the same for every run), so row A's seed s and row B's seed s are a matched
+pair, and a paired t-test over the seeds' differences (scipy.stats.ttest_rel) removes the noise
+the pair shares. Where the seeds differ
 (a failed seed in one row, two folders run at other seeds), Welch's unequal-variance t-test
 (scipy.stats.ttest_ind, equal_var=False). Both two-sided, at level 0.05, when each cell has at
 least MIN_SEEDS seeds; with fewer nothing is tested: a t-test on two seeds says next to nothing.
 
 One report (or one `fedbench compare`) makes many tests; their p-values are Holm-corrected
 (Holm 1979, step-down Bonferroni: controls the family-wise error at LEVEL) over all of them, and
-a row is a tie with the best ("≈") when its corrected p >= LEVEL.
+a row is a tie with the best ("≈") when its corrected p >= LEVEL. A comparison without noise
+(every seed's difference the same: a deterministic metric) is no test: p is 0 or 1 as it is,
+and it does not enlarge the family.
 
 Confidence intervals are Student t intervals at 95 %: of a cell's mean over its seeds, and of a
 difference (paired: of the mean difference; Welch: with Welch-Satterthwaite degrees of freedom).
@@ -49,10 +52,18 @@ class Test:
     diff: float
     ci: tuple[float, float]
     warning: str | None = None
+    #: No noise to test against (every seed's difference the same, e.g. a deterministic metric
+    #: such as comm): p is 0 or 1, and the comparison is not one of the family Holm corrects.
+    noiseless: bool = False
 
     @property
     def tested(self) -> bool:
         return bool(self.kind) and not math.isnan(self.p)
+
+    @property
+    def family_p(self) -> float:
+        """p as a member of the family Holm corrects: NaN where not tested or noiseless."""
+        return self.p if self.tested and not self.noiseless else math.nan
 
 
 def paired_seeds(a_seeds: Sequence[int] | None, b_seeds: Sequence[int] | None) -> bool:
@@ -83,12 +94,12 @@ def difference_test(
         d = [x - by_seed[s] for x, s in zip(a, a_seeds or [], strict=True)]
         ci = mean_ci(d)
         if _constant(d):
-            return Test(1.0 if d[0] == 0 else 0.0, PAIRED, diff, ci)
+            return Test(1.0 if d[0] == 0 else 0.0, PAIRED, diff, ci, noiseless=True)
         p, warning = _scipy_p("ttest_rel", a, [by_seed[s] for s in a_seeds or []])
         return Test(p, PAIRED, diff, ci, warning)
     ci = welch_ci(a, b)
     if _constant(a) and _constant(b):
-        return Test(1.0 if a[0] == b[0] else 0.0, WELCH, diff, ci)
+        return Test(1.0 if a[0] == b[0] else 0.0, WELCH, diff, ci, noiseless=True)
     p, warning = _scipy_p("ttest_ind", a, b, equal_var=False)
     return Test(p, WELCH, diff, ci, warning)
 

@@ -99,7 +99,7 @@ def _unavailable_text(reason: str | None) -> str:
 def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.DataFrame:
     """Long format: method, setting columns, metric, mean, std (ddof 1), n, ci95_low, ci95_high
     (the 95 % t interval of the mean), paper_mean, paper_std, the run counts by status, then best
-    (bold: the best mean as shown), test (paired | welch), p_vs_best, p_holm and tie (the test
+    (bold: the best mean as shown), test (paired | welch | exact), p_vs_best, p_holm and tie (the test
     against the column's best row, Holm-corrected over the report; empty when not tested), and
     the internal columns setting_json, values, seeds, cell and paper (dropped from summary.csv)."""
     records = []
@@ -204,13 +204,17 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
                 rows.at[index, "seeds"],
             )
             if test.tested:
-                summary.at[index, "test"] = test.kind
+                summary.at[index, "test"] = "exact" if test.noiseless else test.kind
                 summary.at[index, "p_vs_best"] = test.p
-    adjusted = holm(list(summary["p_vs_best"]))
+    # Holm over the report's tests; an exact comparison (no noise) keeps its p of 0 or 1.
+    tests = list(summary["test"].isin(list(TEST_NAMES)))
+    raw = list(summary["p_vs_best"])
+    adjusted = holm([p if t else math.nan for p, t in zip(raw, tests, strict=True)])
     summary["p_holm"] = adjusted
-    for index, p in zip(summary.index, adjusted, strict=True):
+    for index, p_raw, p_holm, is_test in zip(summary.index, raw, adjusted, tests, strict=True):
+        p = p_holm if is_test else p_raw
         if not math.isnan(p):
-            summary.at[index, "tie"] = p >= LEVEL
+            summary.at[index, "tie"] = bool(p >= LEVEL)
     return summary
 
 
@@ -321,9 +325,12 @@ class View:
         return [(name, text) for name, text in named if text]
 
     def tests_text(self) -> str:
-        """'paired t-test over seeds (4 tests), Holm-corrected over the 4 tests of this report':
-        which tests ran, and the correction over all of them."""
+        """'paired t-test over seeds (4 tests); Holm-corrected over the 4 tests of this report':
+        which tests ran, and the correction over all of them (exact comparisons, without noise,
+        are no tests)."""
         made = sum(self.tests.values())
+        if not made:
+            return "exact comparisons: every seed gives the same difference, no noise to test"
         kinds = ", ".join(
             f"{TEST_NAMES[k]} ({n} test{'s' * (n != 1)})" for k, n in self.tests.items() if n
         )

@@ -163,3 +163,28 @@ def test_columns_are_labelled_by_what_ran_with_the_preset(tmp_path: Path, run_cl
     code, out, _ = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
     assert code == 0 and "LogReg for ResNet-18" in out and "model.name=resnet18" not in out
     assert "what ran in tiny-quick:FedAdamW and tiny-quick:Local SGD: preset quick; digits" in out
+
+
+def test_an_exact_comparison_is_no_member_of_the_holm_family(tmp_path: Path, run_cli) -> None:
+    """Rows one point apart at every seed have no noise: p is 0 as it is, and the family Holm
+    corrects is the 4 real tests, not 6."""
+    acc = {**ACC, "Local SGD momentum": [49.0, 53.0, 60.0]}  # Local SGD - 1 at every seed
+    folder = _folder(tmp_path, "t", acc)
+    sides = [f"{folder}:FedAdamW", f"{folder}:Local SGD", f"{folder}:Local SGD momentum"]
+    found = compare(sides)
+    exact = [c for c in found if c.test.noiseless]
+    assert [(c.a.row, c.b.row, c.p, c.p_holm, c.verdict) for c in exact] == [
+        ("Local SGD", "Local SGD momentum", 0.0, 0.0, ">")
+    ] * 2
+    tests = [c for c in found if not c.test.noiseless]
+    raw = [c.p for c in tests]
+    assert len(raw) == 4
+    order = sorted(range(4), key=raw.__getitem__)
+    expected, running = [0.0] * 4, 0.0
+    for rank, i in enumerate(order):  # Holm by hand over the 4 tests
+        running = max(running, min(1.0, (4 - rank) * raw[i]))
+        expected[i] = running
+    assert [c.p_holm for c in tests] == pytest.approx(expected, rel=1e-12)
+    code, out, err = run_cli("compare", *sides)
+    assert code == 0, err
+    assert "over the 4 tests of this comparison" in out and "exact: 2 comparisons" in out

@@ -64,8 +64,11 @@ def test_welch_where_the_seeds_differ_matches_the_formula_and_scipy() -> None:
 
 
 def test_degenerate_samples() -> None:
-    # Every paired difference the same: no noise; p 0 where they differ, 1 where they agree.
-    assert difference_test([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], [0, 1, 2], [0, 1, 2]).p == 0.0
+    # Every paired difference the same: no noise; p 0 where they differ, 1 where they agree,
+    # and no member of the family Holm corrects.
+    exact = difference_test([1.0, 2.0, 3.0], [0.0, 1.0, 2.0], [0, 1, 2], [0, 1, 2])
+    assert exact.p == 0.0 and exact.noiseless and math.isnan(exact.family_p)
+    assert not difference_test(A, B, [0, 1, 2, 3], [0, 1, 2, 3]).noiseless
     assert difference_test([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [0, 1, 2], [0, 1, 2]).p == 1.0
     assert difference_test([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]).p == 0.0  # Welch, constant
     one = difference_test([1.0], [2.0, 3.0])
