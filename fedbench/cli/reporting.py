@@ -25,11 +25,17 @@ def report(
             "v_spread (runs with eval.diagnostics; mean over the evaluated rounds)."
         ),
     ] = None,
+    ci: Annotated[
+        bool,
+        typer.Option(
+            "--ci", help="Cells also show the 95% interval of the mean (summary.csv has it)."
+        ),
+    ] = False,
 ) -> None:
     """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
     from fedbench.report import build_report
 
-    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [])
+    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [], ci=ci)
     console.print(result.rich)
     say("wrote " + ", ".join(str(f) for f in result.files))
 
@@ -43,8 +49,8 @@ def compare(
     ],
     metric: Annotated[str, metric_option("The metric compared.")] = "test_acc",
 ) -> None:
-    """Is one row better than another beyond seed noise? Welch's t-test over the seeds, in every
-    column the rows share (rows of one report, or one row at two settings)."""
+    """Is one row better than another beyond seed noise? A t-test over the seeds (paired where
+    the rows ran the same seeds, else Welch's; Holm-corrected), in every column they share."""
     from fedbench.report.compare import compare_lines
 
     for part in compare_lines(sides, metric):

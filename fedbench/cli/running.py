@@ -194,6 +194,14 @@ def tune(
     out: OutOption = Path("results"),
     workers: WorkersOption = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the Optuna sampler.")] = 0,
+    pruner: Annotated[
+        str,
+        typer.Option(
+            "--pruner",
+            help="Stop hopeless trials early: median (the default: Optuna's MedianPruner, after "
+            "2 complete trials), halving (successive halving) or none.",
+        ),
+    ] = "median",
 ) -> None:
     """Tune each (row, column) on a validation split with Optuna; writes tuned.yaml for
     `fedbench run TABLE --tuned`. A killed tune resumes when run again."""
@@ -213,6 +221,7 @@ def tune(
         out=out,
         workers=workers,
         seed=seed,
+        pruner=pruner,
     )
     view, applied = tune_table(request, on_trial=say)
     show([view, applied])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,14 +114,33 @@ def parse_column_picks(items: list[str], table: TableConfig) -> dict[str, Any]:
     return picks
 
 
-def table_epsilons(
+@dataclass(frozen=True)
+class EpsilonCell:
+    """One private (row, column) of a table's plan: the worst epsilon over its seeds, its delta
+    and sigma, and the accounting line of that worst seed's plan (`status_line`)."""
+
+    row: str
+    column: str
+    epsilon: float
+    delta: float
+    noise_multiplier: float
+    accounting: str
+    #: The status and direction alone (fedbench.privacy.status.short_label).
+    status: str = ""
+
+    def shown(self) -> list[str]:
+        """The cell as `fedbench epsilon TABLE` lists it."""
+        numbers = [f"{self.epsilon:.2f}", f"{self.delta:g}", f"{self.noise_multiplier:.4g}"]
+        return [self.row, self.column, *numbers, self.accounting]
+
+
+def table_epsilon_cells(
     plan: Plan, client_size: int | None = None, columns: dict[str, Any] | None = None
-) -> list[tuple[str, str, float, float, float, str]]:
-    """(row, column, epsilon, delta, noise_multiplier, accounting) of every private (row,
-    column) of `plan`, the worst over its seeds (accounting: the status and direction of that
-    epsilon, fedbench.privacy.status); client sizes are computed once per data + partition."""
+) -> list[EpsilonCell]:
+    """Every private (row, column) of `plan`, the worst over its seeds; client sizes are
+    computed once per distinct data + partition."""
     sizes: dict[str, list[int]] = {}
-    cells: dict[tuple[str, str], tuple[float, float, float, str]] = {}
+    cells: dict[tuple[str, str], EpsilonCell] = {}
     for run in plan.runs:
         if columns and not _matches(run.setting, columns):
             continue
@@ -134,14 +154,30 @@ def table_epsilons(
         where = cell_label(run.setting, cfg.to_dict())  # what runs, not the grid's value
         eps = p.epsilon()
         old = cells.get((run.method, where))
-        if old is None or eps > old[0]:
-            cells[(run.method, where)] = (
+        if old is None or eps > old.epsilon:
+            accounting = p.accounting()
+            cells[(run.method, where)] = EpsilonCell(
+                run.method,
+                where,
                 eps,
                 p.config.delta,
                 p.noise_multiplier,
-                short_label(p.accounting()),
+                status_line(accounting),
+                short_label(accounting),
             )
-    return [(row, col, *values) for (row, col), values in cells.items()]
+    return list(cells.values())
+
+
+def table_epsilons(
+    plan: Plan, client_size: int | None = None, columns: dict[str, Any] | None = None
+) -> list[tuple[str, str, float, float, float, str]]:
+    """(row, column, epsilon, delta, noise_multiplier, accounting) of every private (row,
+    column) of `plan`, the worst over its seeds (accounting: the status and direction of that
+    epsilon, fedbench.privacy.status)."""
+    return [
+        (c.row, c.column, c.epsilon, c.delta, c.noise_multiplier, c.status)
+        for c in table_epsilon_cells(plan, client_size, columns)
+    ]
 
 
 def _plan_from_sizes(cfg: RunConfig, sizes: list[int]) -> PrivacyPlan | ClientLevelPlan:
@@ -190,14 +226,15 @@ def table_epsilon_listing(
     plan = make_plan(
         name, preset=preset, seeds=parse_seeds(seeds), methods=rows, overrides=overrides or []
     )
-    cells = table_epsilons(plan, client_size, picks)
+    cells = table_epsilon_cells(plan, client_size, picks)
     if not cells:
         raise FedbenchError(f"{plan.name}: no private run in the selection (no privacy section)")
     return Listing(
         f"{plan.name}: epsilon of the worst client (over seeds "
         f"{','.join(str(s) for s in sorted({r.seed for r in plan.runs}))})",
         ["method", "column", "epsilon", "delta", "noise_multiplier", "accounting"],
-        [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}", a] for m, c, e, d, s, a in cells],
+        [c.shown() for c in cells],
+        fold=True,
     )
 
 

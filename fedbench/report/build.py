@@ -22,6 +22,7 @@ from fedbench.report.collect import (
     with_metrics,
 )
 from fedbench.report.plots import plot_curves
+from fedbench.report.privacy_cells import legend_lines, method_labels
 from fedbench.report.ran import (
     KIND_FACTS,
     Cfg,
@@ -44,11 +45,11 @@ from fedbench.report.tables import (
     to_rich,
     to_wide,
 )
-from fedbench.runner.table_config import TableConfig
+from fedbench.runner.table_config import TableConfig, column_key
 
 SUMMARY_COLUMNS = ("method", "metric", "mean", "std", "n", "paper_mean", "paper_std")
 #: summarise()'s working columns, not written to summary.csv.
-INTERNAL_COLUMNS = ("setting_json", "values", "cell", "paper")
+INTERNAL_COLUMNS = ("setting_json", "values", "seeds", "cell", "paper")
 STATISTICS = {"final": "final", "best": "best", "last_k_mean": "mean of the last {k}"}
 
 
@@ -62,8 +63,14 @@ class Report:
     view: View
 
 
-def _details(plan: dict[str, Any], table: TableConfig, seeds: list[int]) -> str:
-    """'preset quick; 5 seeds (0-4); each run's final evaluation; --set: none'."""
+def _details(
+    plan: dict[str, Any],
+    table: TableConfig,
+    seeds: list[int],
+    labels: dict[str, tuple[str, str]] | None = None,
+) -> str:
+    """'preset quick; 5 seeds (0-4); each run's final evaluation; --set: none', and with --tuned
+    what was tuned in which column (`_tuned_text`; labels: setting JSON -> column names)."""
     statistic = STATISTICS[table.report].format(k=table.last_k)
     seed_text = ", ".join(map(str, seeds))
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
@@ -73,23 +80,49 @@ def _details(plan: dict[str, Any], table: TableConfig, seeds: list[int]) -> str:
         (f"preset {plan['preset']}" if plan.get("preset") else "no preset")
         + f"; {len(seeds)} seed{'s' * (len(seeds) != 1)} ({seed_text}); each run's {statistic} "
         f"evaluation; --set: {', '.join(overrides) if overrides else 'none'}"
-        + _tuned_text(plan.get("tuned") or {})
+        + _tuned_text(plan, labels or {})
     )
 
 
-def _tuned_text(tuned: dict[str, dict[str, dict[str, Any]]]) -> str:
-    """'; tuned (fedbench tune): FedAvg algorithm.lr=0.1 or 0.03; ...': each row's tuned values
-    over its columns."""
-    rows = []
-    for method, columns in tuned.items():
-        values: dict[str, list[str]] = {}
-        for fields in columns.values():
-            for key, value in fields.items():
-                values.setdefault(key, [])
-                if str(value) not in values[key]:
-                    values[key].append(str(value))
-        rows.append(f"{method} " + ", ".join(f"{k}={' or '.join(v)}" for k, v in values.items()))
-    return f"; tuned (fedbench tune): {'; '.join(rows)}" if rows else ""
+def _tuned_text(plan: dict[str, Any], labels: dict[str, tuple[str, str]]) -> str:
+    """'; tuned (fedbench tune): FedAvg in Dir-0.1 (algorithm.lr=0.1), not in Dir-1.0 (the
+    table's values); not tuned (the table's values): FedAdamW': per row, the columns tuned.yaml
+    tuned, with their values, and the columns that ran the table's own values."""
+    tuned: dict[str, dict[str, dict[str, Any]]] = plan.get("tuned") or {}
+    if not tuned:
+        return ""
+    columns: dict[str, list[str]] = {}  # row -> its columns (setting JSON), in plan order
+    for run in plan["runs"]:
+        mine = columns.setdefault(run["method"], [])
+        setting = json.dumps(run["setting"])
+        if setting not in mine:
+            mine.append(setting)
+    rows, untuned = [], []
+    for method, settings in columns.items():
+        cells = tuned.get(method) or {}
+        done = [s for s in settings if column_key(json.loads(s)) in cells]
+        if not done:
+            untuned.append(method)
+            continue
+        named = []
+        for s in done:
+            values = cells[column_key(json.loads(s))]
+            shown = ", ".join(f"{key}={value}" for key, value in values.items())
+            named.append(f"{_column_name(s, labels)} ({shown})")
+        text = f"{method} in {' and '.join(named)}"
+        others = [_column_name(s, labels) for s in settings if s not in done]
+        if others:
+            text += f", not in {' and '.join(others)} (the table's values)"
+        rows.append(text)
+    if untuned:
+        rows.append(f"not tuned (the table's values): {', '.join(untuned)}")
+    return f"; tuned (fedbench tune): {'; '.join(rows)}"
+
+
+def _column_name(setting_json: str, labels: dict[str, tuple[str, str]]) -> str:
+    """A column by its report name, else by its grid values."""
+    label = labels.get(setting_json, ("", ""))[0]
+    return label or column_key(json.loads(setting_json))
 
 
 def _paper_heading(paper_cfgs: list[Cfg]) -> str:
@@ -166,18 +199,23 @@ def build_report(
     *,
     paper_numbers: bool = False,
     metrics: Sequence[str] = (),
+    ci: bool = False,
 ) -> Report:
     """Write summary.csv, table.csv, table.md, table.tex and curves.png into `folder`.
 
     paper_numbers: also put the paper's numbers into table.tex (a separate, labelled block);
     table.md, table.csv and the terminal always show them apart from ours.
-    metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements)."""
+    metrics: reported beside the table's own metrics (e.g. the eval.diagnostics measurements);
+    a table with private rows also reports epsilon (privacy_cells).
+    ci: cells also show the 95 % interval of the mean (summary.csv always has it)."""
     plan = read_plan(folder)
-    table = with_metrics(plan_table(plan), metrics)
     runs_root = runs_root or folder.parent / "runs"
-    runs, curves = collect(folder, runs_root, table)
-    summary = summarise(runs, table)
     configs = run_configs(plan, runs_root)
+    # A table with private rows reports the epsilon each cell spent beside its scores.
+    private = any(cfg.get("privacy") for cfg in configs.values())
+    table = with_metrics(plan_table(plan), [*metrics, *(["epsilon"] if private else [])])
+    runs, curves = collect(folder, runs_root, table)
+    summary = summarise(runs, table, ci=ci)
     papers = paper_configs(plan)
     keys = list(table.grid)
     ran_by_column: dict[str, list[Cfg]] = {}
@@ -226,11 +264,14 @@ def build_report(
         ran=ran,
         rows=scoped.rows_text(),
         columns=columns_legend,
-        details=_details(plan, table, seeds),
+        details=_details(plan, table, seeds, labels),
         paper_label=paper_heading,
         paper_caveat=caveat,
         note=table.note.strip(),
         csv_prefix=setting.dataset_prefix(keys, ran_by_column, paper_by_column),
+        privacy=legend_lines(runs),
+        ci=ci,
+        method_labels=method_labels(runs, list(table.methods)),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
     # Each file atomically (fedbench.files): a full disk or a kill keeps the previous report.
@@ -303,7 +344,8 @@ class LongSetting:
         """summary.csv: method, the setting columns (resolved values), metric, mean, std, n,
         the paper's numbers (paper_mean, paper_std, or when the setting differs: preset, the
         paper's setting as paper_<key> and paper_mean_at_paper_setting,
-        paper_std_at_paper_setting), then the rest (run counts, best, p_vs_best, tie)."""
+        paper_std_at_paper_setting), then the rest (the 95 % interval of the mean ci95_low,
+        ci95_high, the run counts, best, test, p_vs_best, p_holm, tie)."""
         setting = [*self.keys, *self.extra] if self.differs else list(self.keys)
         if "partition.kind" in setting:  # the settings each kind reads, blank where it does not
             setting += [k for k in KIND_FACTS if k not in setting]

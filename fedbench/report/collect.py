@@ -11,10 +11,12 @@ from typing import Any
 
 import pandas as pd
 
+from fedbench.config import read_yaml
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
 from fedbench.readback import read_plan_file
+from fedbench.report.privacy_cells import run_privacy
 from fedbench.runner.table_config import (
     DIAGNOSTIC_METRICS,
     METRICS,
@@ -90,9 +92,10 @@ def with_metrics(table: TableConfig, metrics: Sequence[str]) -> TableConfig:
 def collect(
     folder: Path, runs_root: Path | None = None, table: TableConfig | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(runs, curves). runs: method, setting (JSON), seed, run_id, status, reason, one column per
-    metric of `table` (default: the plan's). curves: method, setting, seed, round, train_loss,
-    test_acc."""
+    """(runs, curves). runs: method, setting (JSON), seed, run_id, status, reason, the run's
+    privacy (privacy_cells.run_privacy: epsilon, delta, sigma, clip, accounting; empty without
+    DP), one column per metric of `table` (default: the plan's). curves: method, setting, seed,
+    round, train_loss, test_acc."""
     plan = read_plan(folder)
     table = table or plan_table(plan)
     runs_root = runs_root or folder.parent / "runs"
@@ -116,6 +119,10 @@ def collect(
             # rounds_to_target: "not reached in R rounds" needs R.
             "rounds": (summary or {}).get("rounds"),
         }
+        private = (summary or {}).get("epsilon") is not None
+        config = run_dir / "config.yaml"
+        cfg = read_yaml(config) if private and config.is_file() else None  # privacy.clip
+        record.update(run_privacy(summary, cfg))
         rows = read_rows(folder.metrics, strict=True, fix=folder.retrain_hint) if summary else []
         for metric in table.metrics:
             if metric in ("test_acc", "train_loss", "test_loss"):
@@ -147,7 +154,6 @@ def run_configs(plan: dict[str, Any], runs_root: Path) -> dict[str, dict[str, An
     """run_id -> the resolved config of each planned run: its folder's config.yaml (what ran),
     else the plan re-expanded (a run that never started: the config it would run, identified by
     its run_id, a hash of that config)."""
-    from fedbench.config import read_yaml
     from fedbench.runner.table_config import expand
 
     configs: dict[str, dict[str, Any]] = {}

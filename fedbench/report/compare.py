@@ -4,7 +4,10 @@ Each side is a row of a table folder, `FOLDER:ROW` (ROW: the row's label or a un
 it, e.g. `A1` for "A1: w/o v_bar"), so that rows of one report, or the same row in two reports
 (the paper's learning rate and a tuned one), can be set against each other. In every column the
 two folders share, the per-seed values of the metric (as the report computes them) are compared
-with the reports' test (Welch's t-test, two-sided, at level 0.05, with at least 3 seeds a side).
+with the reports' test (fedbench.report.significance): a paired t-test over the seeds where both
+sides ran the same seeds, else Welch's t-test; two-sided, with at least 3 seeds a side, and the
+p-values of one `compare` Holm-corrected over all its tests (a verdict is made at corrected
+p < 0.05). Each difference comes with its 95 % confidence interval.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import itertools
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.table import Table
@@ -28,7 +31,15 @@ from fedbench.report.collect import (
     with_metrics,
 )
 from fedbench.report.ran import column_label, describe, facts
-from fedbench.report.significance import LEVEL, MIN_SEEDS, welch_test
+from fedbench.report.significance import (
+    CORRECTION,
+    LEVEL,
+    MIN_SEEDS,
+    TEST_NAMES,
+    Test,
+    difference_test,
+    holm,
+)
 from fedbench.suggest import did_you_mean
 
 
@@ -41,6 +52,8 @@ class Side:
     folder: Path
     row: str
     values: dict[str, list[float]]
+    #: setting JSON -> the seed of each value (paired tests match them).
+    seeds: dict[str, list[int]] = field(default_factory=dict)
     #: setting JSON -> 'CNN for ResNet-18 / Dir-0.6' (the resolved values, and the table's
     #: column where a preset or --set replaced it).
     columns: dict[str, str] = field(default_factory=dict)
@@ -60,9 +73,20 @@ class Comparison:
     column: dict[str, object]
     a_values: list[float]
     b_values: list[float]
-    p: float
-    #: scipy's warning about this test, as one line (None: none).
-    warning: str | None = None
+    #: The test made: paired or Welch's, its raw p, the difference and its 95 % interval.
+    test: Test
+    #: test.p Holm-corrected over every test of the `compare` (NaN: not tested).
+    p_holm: float = math.nan
+
+    @property
+    def p(self) -> float:
+        """The raw (uncorrected) p-value."""
+        return self.test.p
+
+    @property
+    def warning(self) -> str | None:
+        """scipy's warning about this test, as one line (None: none)."""
+        return self.test.warning
 
     @property
     def column_label(self) -> str:
@@ -75,14 +99,14 @@ class Comparison:
 
     @property
     def tested(self) -> bool:
-        return min(len(self.a_values), len(self.b_values)) >= MIN_SEEDS and not math.isnan(self.p)
+        return min(len(self.a_values), len(self.b_values)) >= MIN_SEEDS and self.test.tested
 
     @property
     def verdict(self) -> str:
-        """'A > B', 'A < B' (beyond noise), 'tie' or 'not tested (n < 3)'."""
+        """'>' or '<' (A beyond noise of B, Holm-corrected), 'tie' or 'not tested (n < 3)'."""
         if not self.tested:
             return f"not tested (fewer than {MIN_SEEDS} seeds)"
-        if self.p >= LEVEL:
+        if self.p_holm >= LEVEL:
             return "tie"
         return ">" if _mean(self.a_values) > _mean(self.b_values) else "<"
 
@@ -90,6 +114,29 @@ class Comparison:
     def p_text(self) -> str:
         """The p-value as printed: '-' where no test was made."""
         return f"{self.p:.3g}" if self.tested else "-"
+
+    @property
+    def p_holm_text(self) -> str:
+        return f"{self.p_holm:.3g}" if self.tested else "-"
+
+    @property
+    def test_text(self) -> str:
+        """'paired', 'Welch' or 'exact' (no noise: every seed's difference the same); '-' where
+        no test was made."""
+        if not self.tested:
+            return "-"
+        return "exact" if self.test.noiseless else {"welch": "Welch"}.get(self.test.kind, "paired")
+
+    def difference_text(self, metric: str) -> str:
+        """'+1.67 [-0.48, 3.81]': mean(A) - mean(B) and its 95 % interval (paired: of the
+        seeds' differences; Welch's otherwise), '+1.67' alone with fewer than 2 seeds a side."""
+        from fedbench.report.tables import fmt
+
+        text = f"{self.test.diff:+.3g}"
+        low, high = self.test.ci
+        if math.isnan(low):
+            return text
+        return f"{text} [{fmt(low, metric)}, {fmt(high, metric)}]"
 
 
 def _mean(values: list[float]) -> float:
@@ -135,11 +182,14 @@ def read_side(spec: str, metric: str) -> Side:
     mine = runs[runs["method"] == row] if len(runs) else runs
     _require_runs(folder, row, mine, runs)
     values: dict[str, list[float]] = {}
+    seeds: dict[str, list[int]] = {}
     done = mine[mine["status"] == "completed"]
-    for setting, value in zip(done["setting"], done[metric], strict=True):
+    for setting, seed, value in zip(done["setting"], done["seed"], done[metric], strict=True):
         values.setdefault(setting, [])
+        seeds.setdefault(setting, [])
         if value is not None and not math.isnan(value):
             values[setting].append(float(value))
+            seeds[setting].append(int(seed))
     configs = run_configs(plan, folder.parent / "runs")
     by_column: dict[str, list[dict]] = {}
     for run in plan["runs"]:
@@ -149,7 +199,7 @@ def read_side(spec: str, metric: str) -> Side:
     columns = {s: column_label(keys, cfgs, json.loads(s)) for s, cfgs in by_column.items()}
     preset = f"preset {plan['preset']}" if plan.get("preset") else "no preset"
     ran = f"{preset}; {describe(facts(by_column))}" if by_column else preset
-    return Side(spec, folder, row, values, columns, ran)
+    return Side(spec, folder, row, values, seeds, columns, ran)
 
 
 def _require_runs(folder: Path, row: str, mine, runs) -> None:  # noqa: ANN001 (frames)
@@ -169,7 +219,8 @@ def _require_runs(folder: Path, row: str, mine, runs) -> None:  # noqa: ANN001 (
 
 
 def compare(specs: list[str], metric: str = "test_acc") -> list[Comparison]:
-    """Every pair of sides, in every column both have values in."""
+    """Every pair of sides, in every column both have values in; the p-values Holm-corrected
+    over all of them."""
     if len(specs) < 2:
         raise FedbenchError("give at least two sides to compare, each FOLDER:ROW")
     sides = [read_side(spec, metric) for spec in specs]
@@ -181,13 +232,18 @@ def compare(specs: list[str], metric: str = "test_acc") -> list[Comparison]:
                 f"{a.spec} and {b.spec} share no column: their runs' grid values differ"
             )
         for setting in shared:
-            p, warning = welch_test(a.values[setting], b.values[setting])
-            found.append(
-                Comparison(
-                    a, b, json.loads(setting), a.values[setting], b.values[setting], p, warning
-                )
+            test = difference_test(
+                a.values[setting], b.values[setting], a.seeds[setting], b.seeds[setting]
             )
-    return found
+            found.append(
+                Comparison(a, b, json.loads(setting), a.values[setting], b.values[setting], test)
+            )
+    # Holm over the tests; an exact comparison (no noise: p 0 or 1) is no member of the family.
+    adjusted = holm([c.test.family_p if c.tested else math.nan for c in found])
+    return [
+        replace(c, p_holm=c.p if c.tested and c.test.noiseless else p)
+        for c, p in zip(found, adjusted, strict=True)
+    ]
 
 
 def _cell(values: list[float], metric: str) -> str:
@@ -202,12 +258,12 @@ def _cell(values: list[float], metric: str) -> str:
 
 
 def render(found: list[Comparison], metric: str) -> list[Table | str]:
-    """The terminal output: the table (p only where a test was made), what ran in each side
-    (preset named), and scipy's warnings as one line."""
-    view = Table(title=f"{metric}: mean ± std over seeds, Welch's t-test (two-sided)")
-    for name in ("A", "B", "column (what ran)", "A: mean ± std", "B: mean ± std", "A - B", "p"):
+    """The terminal output: the table (p only where a test was made), the tests made and their
+    correction, what ran in each side (preset named), and scipy's warnings as one line."""
+    view = Table(title=f"{metric}: mean ± std over seeds; two-sided t-tests, {CORRECTION}")
+    headers = ("A", "B", "column (what ran)", "A: mean ± std", "B: mean ± std")
+    for name in (*headers, "A - B [95% CI]", "p (test)", "p Holm", "verdict"):
         view.add_column(name, overflow="fold")
-    view.add_column("verdict", overflow="fold")
     for c in found:
         view.add_row(
             c.a.label,
@@ -215,11 +271,12 @@ def render(found: list[Comparison], metric: str) -> list[Table | str]:
             c.column_label,
             _cell(c.a_values, metric),
             _cell(c.b_values, metric),
-            f"{_mean(c.a_values) - _mean(c.b_values):+.3g}",
-            c.p_text,
+            c.difference_text(metric),
+            f"{c.p_text} {c.test_text}" if c.tested else "-",
+            c.p_holm_text,
             c.verdict,
         )
-    lines: list[Table | str] = [view]
+    lines: list[Table | str] = [view, tests_line(found)]
     sides = {c.a.label: c.a for c in found} | {c.b.label: c.b for c in found}
     by_ran: dict[str, list[str]] = {}
     for label, side in sides.items():
@@ -232,6 +289,27 @@ def render(found: list[Comparison], metric: str) -> list[Table | str]:
             "the seeds' values are nearly identical, so those p-values may be unreliable"
         )
     return lines
+
+
+def tests_line(found: list[Comparison]) -> str:
+    """Which tests were made and how they are corrected, in one line."""
+    made = [c for c in found if c.tested and not c.test.noiseless]
+    exact = sum(c.tested and c.test.noiseless for c in found)
+    note = (
+        f"; exact: {exact} comparison{'s' * (exact != 1)} without noise (every seed's "
+        "difference the same: p 0 or 1, not corrected)"
+        if exact
+        else ""
+    )
+    if not made:
+        return f"no test made: each side needs >= {MIN_SEEDS} seeds in a column{note}"
+    kinds = {k: sum(c.test.kind == k for c in made) for k in TEST_NAMES}
+    text = ", ".join(f"{TEST_NAMES[k]} ({n})" for k, n in kinds.items() if n)
+    return (
+        f"tests: {text}: paired where both sides ran the same seeds (a seed draws the same "
+        f"clients and initial model in every row), else Welch's; p Holm: {CORRECTION} over "
+        f"the {len(made)} tests of this comparison; verdicts at p Holm < {LEVEL}{note}"
+    )
 
 
 def compare_lines(specs: list[str], metric: str = "test_acc") -> list[Table | str]:

@@ -23,16 +23,21 @@ if TYPE_CHECKING:
 
 CURVE_METRICS = [("train_loss", "train loss"), ("test_acc", "test accuracy (%)")]
 LOG_SCALE = {"train_loss", "test_loss"}
+#: Characters per line of a legend entry.
+LEGEND_CHARS = 24
 
 
-def _plot_method(ax: Axes, runs: pd.DataFrame, metric: str, color: str) -> None:
-    """One method's mean over seeds per round with a +-1 std band (nothing without data)."""
+def _plot_method(
+    ax: Axes, runs: pd.DataFrame, metric: str, color: str, labels: dict[str, str]
+) -> None:
+    """One method's mean over seeds per round with a +-1 std band (nothing without data),
+    labelled `labels[method]` (a private row's says its epsilon) or by the method."""
     data = runs.dropna(subset=[metric])
     if data.empty:
         return
     stats = data.groupby("round")[metric].agg(["mean", "std"]).fillna(0.0)
     method = str(data["method"].iloc[0])
-    ax.plot(stats.index, stats["mean"], label=method, color=color, lw=1.5)
+    ax.plot(stats.index, stats["mean"], label=labels.get(method, method), color=color, lw=1.5)
     ax.fill_between(
         stats.index,
         stats["mean"] - stats["std"],
@@ -76,10 +81,14 @@ def plot_curves(
         return False
     plt = _pyplot()
     settings = list(dict.fromkeys(curves["setting"]))
+    # Legend entries wrapped (a private row's says its epsilon), and room for the widest line.
+    labels = {m: textwrap.fill(view.method_labels.get(m, m), LEGEND_CHARS) for m in methods}
+    widest = max((len(x) for v in labels.values() for x in v.split("\n")), default=0)
+    legend_in = max(1.4, 0.7 + 0.075 * widest)  # the line sample, then ~0.075 in a character
     fig, axes = plt.subplots(
         len(CURVE_METRICS),
         len(settings),
-        figsize=(4.2 * len(settings) + 1.5, 3.2 * len(CURVE_METRICS) + 0.6),
+        figsize=(4.2 * len(settings) + legend_in + 0.1, 3.2 * len(CURVE_METRICS) + 0.6),
         squeeze=False,
         sharex="col",
     )
@@ -90,7 +99,8 @@ def plot_curves(
         for row, (metric, label) in enumerate(CURVE_METRICS):
             ax = axes[row][col]
             for i, method in enumerate(present):
-                _plot_method(ax, sub[sub["method"] == method], metric, colors[i % len(colors)])
+                color = colors[i % len(colors)]
+                _plot_method(ax, sub[sub["method"] == method], metric, color, labels)
             if row == 0:
                 ax.set_title(column_titles.get(setting, setting), fontsize=10)
             _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
@@ -100,7 +110,7 @@ def plot_curves(
     ran = textwrap.fill(f"what ran: {view.ran}. {view.details}.", width)
     fig.suptitle(f"{view.title}\n{ran}", fontsize=9)
     top = 1 - (0.35 + 0.16 * ran.count("\n")) / fig.get_figheight()
-    fig.tight_layout(rect=(0, 0, 1 - 1.4 / fig.get_figwidth(), top))
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), top))
     _save(fig, path)
     plt.close(fig)
     return True

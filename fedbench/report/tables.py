@@ -5,8 +5,9 @@ Every rendering says what ran (the caption / heading built by fedbench.report.bu
 resolved run configs) and names each column by the values that ran in it. The paper's numbers
 are never inline: they form a separate block labelled with the paper's setting, with a one-line
 caveat when what ran differs from it. Bold marks the best mean of a column as shown (rounded),
-so rows that print the same number share it; "≈" marks rows within noise of the best (Welch's
-t-test over seeds, fedbench.report.significance).
+so rows that print the same number share it; "≈" marks rows within noise of the best (a paired
+t-test over seeds where the rows ran the same seeds, else Welch's, Holm-corrected over the
+report's tests: fedbench.report.significance).
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from rich.text import Text
 
 from fedbench.report.collect import LOWER_IS_BETTER
 from fedbench.report.paper import paper_value
-from fedbench.report.significance import LEVEL, MIN_SEEDS, TEST_NAME, tie_with_best
+from fedbench.report.privacy_cells import NO_DP, cell_privacy, epsilon_text
+from fedbench.report.significance import (
+    CORRECTION,
+    LEVEL,
+    MIN_SEEDS,
+    TEST_NAME,
+    TEST_NAMES,
+    holm,
+    mean_ci,
+    tie_with_best,
+)
 from fedbench.runner.table_config import DIAGNOSTIC_METRICS, ROW_METRICS, TableConfig
 
 DIGITS = {
@@ -37,6 +48,7 @@ DIGITS = {
     "comm": 2,
     "wall_s": 1,
     "rounds_to_target": 0,
+    "epsilon": 2,
 }
 #: Metric subheaders (markdown / terminal; LaTeX escapes them).
 METRIC_LABELS = {
@@ -53,7 +65,10 @@ METRIC_LABELS = {
     "relative_drift": "drift / |mean update|^2",
     "v_spread": "v spread",
     "local_step_ratio": "step RMS / lr",
+    "epsilon": "ε (δ, accounting)",
 }
+#: Measurements that explain or bound a result rather than score it: no best row, no test.
+UNRANKED_METRICS = (*DIAGNOSTIC_METRICS, "epsilon")
 TIE_MARK = "≈"
 #: The terminal's mark of the best cells, beside bold (which a log file does not keep).
 BEST_MARK = "★"
@@ -81,11 +96,12 @@ def _unavailable_text(reason: str | None) -> str:
 # The long summary: one row per (method, column, metric)
 
 
-def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
-    """Long format: method, setting columns, metric, mean, std (ddof 1), n, paper_mean,
-    paper_std, the run counts by status, then best (bold: the best mean as shown), p_vs_best and
-    tie (Welch's t-test against the column's best row; empty when not tested), and the internal
-    columns setting_json, values, cell and paper (dropped from summary.csv)."""
+def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.DataFrame:
+    """Long format: method, setting columns, metric, mean, std (ddof 1), n, ci95_low, ci95_high
+    (the 95 % t interval of the mean), paper_mean, paper_std, the run counts by status, then best
+    (bold: the best mean as shown), test (paired | welch | exact), p_vs_best, p_holm and tie (the test
+    against the column's best row, Holm-corrected over the report; empty when not tested), and
+    the internal columns setting_json, values, seeds, cell and paper (dropped from summary.csv)."""
     records = []
     settings = list(dict.fromkeys(runs["setting"])) if len(runs) else []
     methods = [m for m in table.methods if m in set(runs["method"])]
@@ -96,9 +112,11 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
             if cell.empty:
                 continue
             counts = cell["status"].value_counts().to_dict()
+            privacy = cell_privacy(cell)
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
+                low, high = mean_ci([float(v) for v in ok])
                 p_mean, p_std = paper_value(table.paper, method, setting, metric)
                 reasons = cell[cell["status"] == "unsupported"]["reason"]
                 # rounds_to_target: completed runs that never reached the target (no value).
@@ -110,8 +128,11 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "mean": float(ok.mean()) if n else math.nan,
                     "std": float(ok.std(ddof=1)) if n > 1 else math.nan,
                     "n": n,
+                    "ci95_low": low,
+                    "ci95_high": high,
                     "paper_mean": p_mean,
                     "paper_std": p_std,
+                    **privacy,
                     "diverged": counts.get("diverged", 0),
                     "failed": counts.get("failed", 0),
                     "unsupported": counts.get("unsupported", 0),
@@ -121,6 +142,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
                     "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
                     "setting_json": setting_json,
                     "values": [float(v) for v in ok],
+                    "seeds": [int(v) for v in cell.loc[ok.index, "seed"]],
                 }
                 record["paper"] = paper_text(p_mean, p_std, metric)
                 records.append(record)
@@ -129,7 +151,11 @@ def summarise(runs: pd.DataFrame, table: TableConfig) -> pd.DataFrame:
     counts = {r["n"] for r in records if r["n"] > 0}
     mixed = 1 in counts and len(counts) > 1
     for record in records:
-        record["cell"] = cell_text(record, record["metric"], one_seed_note=mixed)
+        record["cell"] = cell_text(record, record["metric"], one_seed_note=mixed, ci=ci)
+        if record["metric"] == "epsilon" and record["n"]:
+            record["cell"] = epsilon_text(record)  # the worst seed's, with δ and the status
+        elif record["metric"] == "epsilon" and not record["cell"]:
+            record["cell"] = NO_DP  # its runs completed without privacy
     summary = pd.DataFrame.from_records(records)
     return _mark_best(summary) if len(summary) else summary
 
@@ -144,14 +170,17 @@ def _column_of(summary: pd.DataFrame, setting_json: str, metric: str) -> pd.Data
 def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
     """best: the rows whose mean, rounded as shown, is the column's best (ties share it; a column
     where every row shows the same number has none, and so has a column with a cell of one
-    seed, whose lead says nothing about noise). p_vs_best / tie: each row against the row with
-    the best unrounded mean, by Welch's t-test over seeds."""
+    seed, whose lead says nothing about noise). test / p_vs_best: each row against the row with
+    the best unrounded mean (paired by seed where the two ran the same seeds, else Welch's);
+    p_holm: p_vs_best Holm-corrected over every test of the summary; tie: p_holm >= LEVEL."""
     summary = summary.copy()
     summary["best"] = False
+    summary["test"] = ""
     summary["p_vs_best"] = math.nan
+    summary["p_holm"] = math.nan
     summary["tie"] = None
     for (setting_json, metric), _ in summary.groupby(["setting_json", "metric"], sort=False):
-        if metric in DIAGNOSTIC_METRICS:
+        if metric in UNRANKED_METRICS:
             continue  # measurements that explain, not scores: no best row
         rows = _column_of(summary, setting_json, metric)
         rows = rows[rows["n"] > 0]
@@ -168,16 +197,34 @@ def _mark_best(summary: pd.DataFrame) -> pd.DataFrame:
         for index in rows.index:
             if index == leader:
                 continue
-            p, tie = tie_with_best(rows.at[leader, "values"], rows.at[index, "values"])
-            summary.at[index, "p_vs_best"] = p
-            summary.at[index, "tie"] = tie
+            test = tie_with_best(
+                rows.at[leader, "values"],
+                rows.at[index, "values"],
+                rows.at[leader, "seeds"],
+                rows.at[index, "seeds"],
+            )
+            if test.tested:
+                summary.at[index, "test"] = "exact" if test.noiseless else test.kind
+                summary.at[index, "p_vs_best"] = test.p
+    # Holm over the report's tests; an exact comparison (no noise) keeps its p of 0 or 1.
+    tests = list(summary["test"].isin(list(TEST_NAMES)))
+    raw = list(summary["p_vs_best"])
+    adjusted = holm([p if t else math.nan for p, t in zip(raw, tests, strict=True)])
+    summary["p_holm"] = adjusted
+    for index, p_raw, p_holm, is_test in zip(summary.index, raw, adjusted, tests, strict=True):
+        p = p_holm if is_test else p_raw
+        if not math.isnan(p):
+            summary.at[index, "tie"] = bool(p >= LEVEL)
     return summary
 
 
-def cell_text(record: dict[str, Any], metric: str, one_seed_note: bool = False) -> str:
+def cell_text(
+    record: dict[str, Any], metric: str, one_seed_note: bool = False, ci: bool = False
+) -> str:
     """'mean ± std' ('± std' only when the seeds differ: none for a deterministic metric such as
     comm), or why the cell is empty; failed / diverged / missing seeds are noted, and with
-    one_seed_note a cell of one seed says '1 seed'."""
+    one_seed_note a cell of one seed says '1 seed'. With `ci`, the 95 % interval of the mean
+    follows the std: '91.00 ± 1.00 [88.52, 93.48]'."""
     n, mean, std = record["n"], record["mean"], record["std"]
     unreached = record.get("not_reached", 0)
     never = f"not reached in {record.get('rounds')} rounds"
@@ -193,6 +240,8 @@ def cell_text(record: dict[str, Any], metric: str, one_seed_note: bool = False) 
     text = fmt(mean, metric)
     if n > 1 and not (isinstance(std, float) and (math.isnan(std) or std == 0.0)):
         text += f" ± {fmt(std, metric)}"
+        if ci and not math.isnan(record.get("ci95_low", math.nan)):
+            text += f" [{fmt(record['ci95_low'], metric)}, {fmt(record['ci95_high'], metric)}]"
     notes = [f"{record[s]} {s}" for s in ("diverged", "failed", "missing") if record[s]]
     if one_seed_note and n == 1:
         notes.insert(0, "1 seed")
@@ -246,6 +295,8 @@ class View:
     paper_caveat: str = ""
     #: Whether any cell was tested (>= MIN_SEEDS seeds): the legend says so either way.
     tested: bool = False
+    #: The tests made, by kind ('paired', 'welch') -> how many (the family Holm corrects over).
+    tests: dict[str, int] = field(default_factory=dict)
     #: Whether some cell has >= MIN_SEEDS seeds (when none was tested all the same, it is because
     #: no column has a single best row to test against).
     enough_seeds: bool = False
@@ -261,11 +312,29 @@ class View:
     rows: str = ""
     #: With the table's `column_labels:`, what each named column ran: 'Dir-0.1: Dir-0.1; ...'.
     columns: str = ""
+    #: Whether cells show the 95 % interval of the mean ('mean ± std [low, high]').
+    ci: bool = False
+    #: Legend lines of a table with private rows: what ε is, each accounting status and why.
+    privacy: list[str] = field(default_factory=list)
+    #: A plot's legend entry per row: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
+    method_labels: dict[str, str] = field(default_factory=dict)
 
     def ran_lines(self) -> list[tuple[str, str]]:
         """(name, text) of what ran, the rows' and the columns' settings, each when present."""
         named = [("What ran", self.ran), ("Rows", self.rows), ("Columns", self.columns)]
         return [(name, text) for name, text in named if text]
+
+    def tests_text(self) -> str:
+        """'paired t-test over seeds (4 tests); Holm-corrected over the 4 tests of this report':
+        which tests ran, and the correction over all of them (exact comparisons, without noise,
+        are no tests)."""
+        made = sum(self.tests.values())
+        if not made:
+            return "exact comparisons: every seed gives the same difference, no noise to test"
+        kinds = ", ".join(
+            f"{TEST_NAMES[k]} ({n} test{'s' * (n != 1)})" for k, n in self.tests.items() if n
+        )
+        return f"{kinds}; {CORRECTION} over the {made} test{'s' * (made != 1)} of this report"
 
     @property
     def has_paper(self) -> bool:
@@ -276,14 +345,15 @@ class View:
         if self.one_seed == "all":
             text = "Values of 1 seed (no std, no bold)"
         else:
-            text = "Mean ± std over seeds; bold: best as shown"
+            text = "Mean ± std over seeds" + (" [95% CI]" if self.ci else "")
+            text += "; bold: best as shown"
             if self.one_seed == "some":
                 text += " (not in columns with a cell of 1 seed)"
         if self.tested:
-            text += f"; ≈: within noise of the best ({TEST_NAME}, p ≥ {LEVEL})"
+            text += f"; ≈: within noise of the best ({self.tests_text()}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
             text += "; comm: uploads per client-round in units of d"
-        return text + "."
+        return text + "." + "".join(f" {line}." for line in self.privacy)
 
     def legend(self, best_mark: str = "") -> list[str]:
         """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
@@ -307,7 +377,7 @@ class View:
             ]
         if self.tested:
             lines.append(
-                f"{TIE_MARK}: within noise of the column's best row ({TEST_NAME} over seeds, "
+                f"{TIE_MARK}: within noise of the column's best row ({self.tests_text()}; "
                 f"two-sided p >= {LEVEL}); unmarked rows differ from the best (p < {LEVEL})"
             )
         elif self.enough_seeds:
@@ -316,10 +386,17 @@ class View:
                 "rows show the same number)"
             )
         else:
-            lines.append(f"no significance marks: {TEST_NAME} needs >= {MIN_SEEDS} seeds per cell")
+            lines.append(
+                f"no significance marks: the test ({TEST_NAME}) needs >= {MIN_SEEDS} seeds per cell"
+            )
+        if self.ci:
+            lines.append(
+                "[low, high]: the 95 % confidence interval of the mean (Student t, n - 1 degrees "
+                "of freedom: mean ± t s / √n)"
+            )
         if any(m == "comm" for g in self.groups for m in g.metrics):
             lines.append("comm: floats uploaded per client and round, in units of d (model size)")
-        return lines
+        return lines + self.privacy
 
 
 def build_view(
@@ -354,6 +431,7 @@ def build_view(
                 cells[key] = Cell(row["cell"], bool(row["best"]), tie)
                 paper[key] = row["paper"]
     enough = bool(len(summary)) and bool((summary["n"] >= MIN_SEEDS).any())
+    tests = {k: int((summary["test"] == k).sum()) for k in TEST_NAMES} if len(summary) else {}
     counts = set(summary["n"][summary["n"] > 0]) if len(summary) else set()
     one_seed = "" if 1 not in counts else "all" if counts == {1} else "some"
     return View(
@@ -362,6 +440,7 @@ def build_view(
         cells=cells,
         paper=paper,
         tested=tested,
+        tests=tests,
         enough_seeds=enough,
         one_seed=one_seed,
         **texts,
@@ -504,6 +583,7 @@ TEX_METRICS = {
     "relative_drift": "Drift / $\\|\\bar\\Delta\\|^2$",
     "v_spread": "$v$ spread",
     "local_step_ratio": "Step RMS / lr",
+    "epsilon": r"$\varepsilon$ ($\delta$, accounting)",
 }
 
 

@@ -82,6 +82,13 @@ def local_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list
     return [None] * (workers or max(1, os.cpu_count() or 1))
 
 
+def default_workers(plan: Plan) -> int:
+    """How many runs like `plan`'s the local launcher trains at once without --workers: its
+    slots (local_slots: runtime.runs_per_gpu per GPU, else one per CPU core)."""
+    runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in plan.runs), default=1)
+    return max(1, len(local_slots(None, runs_per_gpu, visible_gpus())))
+
+
 def run_one(
     cfg_data: dict[str, Any], out: str, wait: bool = True, save_model: bool = False
 ) -> Outcome:

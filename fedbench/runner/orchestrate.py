@@ -144,6 +144,7 @@ class TuneRequest:
     out: Path = Path("results")
     workers: int | None = None
     seed: int = 0
+    pruner: str = "median"
 
 
 def check_tune(request: TuneRequest) -> None:
@@ -169,10 +170,18 @@ def apply_hint(request: TuneRequest, command: str, tuned_file: Path) -> str:
 def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[Listing, str]:
     """Tune every (row, column) of the request's table (fedbench.runner.tune); returns the best
     values per cell and the line saying where tuned.yaml is and how to apply it."""
-    from fedbench.runner.launcher import launch
-    from fedbench.runner.tune import parse_grid, parse_space, plan_to_tune, shown_values, tune
+    from fedbench.runner.launcher import default_workers, launch
+    from fedbench.runner.tune import (
+        check_pruner,
+        parse_grid,
+        parse_space,
+        plan_to_tune,
+        shown_values,
+        tune,
+    )
 
     check_tune(request)
+    check_pruner(request.pruner)
     fields = [parse_space(s) for s in request.space] + [parse_grid(g) for g in request.grid]
     plan, command = plan_to_tune(
         request.target,
@@ -181,6 +190,9 @@ def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[L
         overrides=request.overrides,
     )
     out, workers = request.out, request.workers
+    # Trials run `workers` at once, those of one cell too; by default as many as `fedbench run`
+    # would (one per CPU core, or runtime.runs_per_gpu per GPU).
+    batch = workers or default_workers(plan)
     result = tune(
         plan,
         fields,
@@ -191,7 +203,8 @@ def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[L
         launch=lambda p: launch(p, out, workers=workers, console=None),
         columns=request.columns,
         seed=request.seed,
-        batch=workers or 1,
+        batch=batch,
+        pruner=request.pruner,
         on_trial=on_trial,
     )
     rows = []

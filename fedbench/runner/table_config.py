@@ -52,6 +52,7 @@ from fedbench.suggest import did_you_mean
 #: Metrics a table can report. comm = comm_up / d per client-round (the paper's "Comm" column).
 #: best_test_acc = the best evaluated test_acc of a run; rounds_to_target = its first evaluated
 #: round with test_acc >= eval.target (runs that never reach it are counted, never averaged).
+#: epsilon = the privacy a private run spent (summary.json; reports add it to tables with DP rows).
 METRICS = (
     "test_acc",
     "train_loss",
@@ -66,6 +67,7 @@ METRICS = (
     "relative_drift",
     "v_spread",
     "local_step_ratio",
+    "epsilon",
 )
 #: The `eval.diagnostics` measurements (FedAdamW Figure 2's client drift and v spread, and the
 #: local step's RMS size over the learning rate): a run's value is their mean over the evaluated

@@ -6,9 +6,12 @@ or `--grid algorithm.lr=1e-4,3e-4`, a grid) for a number of trials of a few roun
 `data.val_fraction` of the training data held out as the evaluation set: the test set is never
 seen. The objective is the table's metric (test_acc on that split) at the last round. Trials are
 ordinary runs: they go through the sweep launcher, land in OUT/runs/ and resume like any run.
-While they train, the driver reads their metrics.jsonl and reports each evaluated round to the
-study; Optuna's MedianPruner stops a trial whose curve falls below the median of earlier trials
-at the same round (a STOP request in its run folder: status `stopped`).
+While they train (a batch of up to `workers` trials at once, of one cell or several), the
+driver reads their metrics.jsonl and reports each evaluated round to the study; the pruner
+(`--pruner`, PRUNERS; default Optuna's MedianPruner) stops a trial whose curve falls below the
+median of earlier trials at the same round (a STOP request in its run folder: status `stopped`).
+A pruned trial whose last value already beats the winner's final one is named in a note: the
+pruner may have stopped the better setting.
 
 The studies live in one SQLite file (OUT/<table>[-<preset>]-tune/study.db): a tune that is killed
 resumes where it stopped when the same command is run again, its unfinished trials resuming from
@@ -62,6 +65,14 @@ if TYPE_CHECKING:
 # Re-exported: the command line and callers parse --space/--grid through this module.
 __all__ = ["SPACE_HELP", "SearchField", "parse_grid", "parse_space", "tune"]
 
+#: `--pruner`: how a trial is stopped early; each builds an Optuna pruner.
+PRUNERS: dict[str, str] = {
+    "median": "Optuna's MedianPruner after 2 complete trials: stop a trial below the median of "
+    "earlier trials at the same round",
+    "halving": "Optuna's SuccessiveHalvingPruner (asynchronous successive halving)",
+    "none": "no pruning: every trial runs all its rounds",
+}
+DEFAULT_PRUNER = "median"
 TUNED_FILE = "tuned.yaml"
 STUDY_FILE = "study.db"
 STUDY_LOCK = "study.lock"
@@ -89,6 +100,8 @@ class Cell:
     fields: list[SearchField] = field(default_factory=list)
     #: Trials this cell's study runs.
     trials: int = 0
+    #: The study's pruner (a name of PRUNERS).
+    pruner: str = "median"
 
     @property
     def column(self) -> str:
@@ -166,6 +179,8 @@ class TuneResult:
     rows: list[tuple[str, str, dict[str, Any], float, int, int, int]] = field(default_factory=list)
     #: (method, column) -> the column by what ran in it (Cell.label).
     labels: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: Pruned trials whose last value beat their cell's winner (pruned_above_winner).
+    notes: list[str] = field(default_factory=list)
 
 
 Launch = Callable[[Plan], dict[str, Any]]
@@ -183,11 +198,14 @@ def tune(
     columns: list[str] | None = None,
     seed: int = 0,
     batch: int = 1,
+    pruner: str = DEFAULT_PRUNER,
     on_trial: Callable[[str], None] | None = None,
 ) -> TuneResult:
-    """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials.
-    With no `fields`, each row searches its own `tuning:` space of the table config and rows
-    without one are left out (`on_trial` says which)."""
+    """Tune every cell of `plan` (see the module docstring); `launch` runs a plan of trials,
+    `batch` at once (trials of one cell too). With no `fields`, each row searches its own
+    `tuning:` space of the table config and rows without one are left out (`on_trial` says
+    which). `pruner`: a name of PRUNERS."""
+    check_pruner(pruner)
     cells = tuning_cells(plan, rounds=rounds, val_fraction=val_fraction, columns=columns)
     cells = _assign_spaces(cells, fields, plan.table, trials, val_fraction, on_trial)
     _check_space(cells, plan)  # a refused space writes nothing (no study.db)
@@ -201,6 +219,7 @@ def tune(
             folder / STUDY_FILE,
             seed,
             lambda cell: study_name(cell, cell.fields, rounds, val_fraction),
+            pruner,
         )
         queue = _resumed_trials(cells, plan)
         while True:
@@ -210,9 +229,56 @@ def tune(
             _run_batch(queue, plan, launch, out, on_trial)
             queue = []
         tuned, rows = _best(cells)
+        notes = [note for cell in cells for note in pruned_above_winner(cell)]
     _write_tuned(folder / TUNED_FILE, plan, cells, tuned, rows, val_fraction, rounds)
     labels = {(cell.method, cell.column): cell.label for cell in cells}
-    return TuneResult(folder, tuned, rows, labels)
+    if on_trial is not None:
+        for note in notes:
+            on_trial(note)
+    return TuneResult(folder, tuned, rows, labels, notes)
+
+
+def check_pruner(name: str) -> None:
+    """A `--pruner` that is not one of PRUNERS is a one-line error naming them."""
+    if name not in PRUNERS:
+        from fedbench.suggest import unknown
+
+        raise FedbenchError(unknown("pruner", name, list(PRUNERS)))
+
+
+def make_pruner(name: str) -> Any:
+    """The Optuna pruner `--pruner NAME` stands for (PRUNERS)."""
+    pruners = _optuna().pruners
+    if name == "median":
+        return pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
+    if name == "halving":
+        return pruners.SuccessiveHalvingPruner()
+    return pruners.NopPruner()
+
+
+def pruned_above_winner(cell: Cell) -> list[str]:
+    """A note per pruned trial of `cell` whose last reported value (at the round it was stopped)
+    is above the final value of the cell's best complete trial: the pruner stopped a setting
+    that was ahead, and its final value is unknown."""
+    trials = cell.study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    if not complete:
+        return []
+    best = max(complete, key=lambda t: t.value)
+    notes = []
+    for t in trials:
+        if t.state.name != "PRUNED" or not t.intermediate_values:
+            continue
+        step = max(t.intermediate_values)
+        value = t.intermediate_values[step]
+        if value > best.value:
+            notes.append(
+                f"note: {cell.shown} trial {t.number} ({shown_values(t.params)}) was pruned at "
+                f"round {step} at validation {OBJECTIVE} {value:.2f}, above the winner's final "
+                f"{best.value:.2f} (trial {best.number}: {shown_values(best.params)}); its final "
+                "value is unknown: run the tune again with --pruner none to let every trial finish"
+            )
+    return notes
 
 
 def _check_space(cells: list[Cell], plan: Plan) -> None:
@@ -342,18 +408,21 @@ def _open_studies(
     path: Path,
     seed: int,
     signature: Callable[[Cell], str],
+    pruner: str = DEFAULT_PRUNER,
 ) -> None:
-    """Create (or load, when resuming) each cell's study in one SQLite file."""
+    """Create (or load, when resuming) each cell's study in one SQLite file, pruned by
+    `pruner` (not stored in the study: a resumed tune may prune otherwise)."""
     optuna = _optuna()
     storage = f"sqlite:///{path.resolve()}"
     for cell in cells:
+        cell.pruner = pruner
         cell.study = optuna.create_study(
             study_name=signature(cell),
             storage=storage,
             load_if_exists=True,
             direction="maximize",
             sampler=optuna.samplers.TPESampler(seed=seed),
-            pruner=optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0),
+            pruner=make_pruner(pruner),
         )
 
 
@@ -475,7 +544,7 @@ def _report_progress(item: Trial, out: Path) -> None:
             item.trial.report(float(value), step=int(row["round"]))
     item.reported = max(item.reported, len(rows))
     if rows and not folder.stop_requested() and item.trial.should_prune():
-        folder.request_stop(f"pruned by the median rule at round {rows[-1]['round']}")
+        folder.request_stop(f"pruned by the {item.cell.pruner} rule at round {rows[-1]['round']}")
 
 
 def _run_batch(

@@ -2,14 +2,24 @@
 (row, column) of the plan, or of the --methods / --column picks."""
 
 from fedbench.config import load_run_config
-from fedbench.privacy.report import privacy_plan, table_epsilons
+from fedbench.privacy.report import describe_privacy, privacy_plan, table_epsilons
 from fedbench.runner.sweep import make_plan
 
 TABLE = "configs/dp/dp_table2.yaml"
 
 
 def _rows(out: str) -> list[list[str]]:
-    return [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    """The listing's rows; a folded cell's further lines (an empty first cell) joined onto it."""
+    rows: list[list[str]] = []
+    for line in out.splitlines():
+        if "│" not in line:
+            continue
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if rows and not cells[0]:
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells, strict=True)]
+        else:
+            rows.append(cells)
+    return rows
 
 
 def test_epsilon_of_a_shipped_dp_table_config(run_cli) -> None:
@@ -38,6 +48,8 @@ def test_epsilon_of_a_shipped_dp_table_config(run_cli) -> None:
     assert float(rows[4][2]) >= round(expected, 2) - 0.005
     # DP-FedSAM privatises two gradients per step: it spends more than DP-FedAvg.
     assert float(rows[4][2]) > float(rows[0][2])
+    # Each cell says how its epsilon relates to the mechanism that runs (issue 40).
+    assert rows[4][5].startswith("accounting: ") and rows[4][5] in describe_privacy(cfg, 1000)
 
 
 def test_epsilon_by_table_name_with_a_column_pick(run_cli) -> None:

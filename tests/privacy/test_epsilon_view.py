@@ -47,11 +47,24 @@ def test_table_listing_is_the_worst_epsilon_per_cell() -> None:
     ]
     plan = make_plan("dp_table2", methods=["DP-FedSAM", "DP-FedAvg"], seeds=[0, 1])
     cells = table_epsilons(plan, client_size=1000)
-    assert shown.rows == [[m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}", a] for m, c, e, d, s, a in cells]
+    assert [r[:5] for r in shown.rows] == [
+        [m, c, f"{e:.2f}", f"{d:g}", f"{s:.4g}"] for m, c, e, d, s, _ in cells
+    ]
     # The DP tables draw Poisson batches: every epsilon is exact.
-    assert {row[5] for row in shown.rows} == {"exact, not understated"}
+    assert {a for *_, a in cells} == {"exact, not understated"}
+    assert all(row[5].startswith("accounting: exact, not understated (") for row in shown.rows)
     assert {row[0] for row in shown.rows} == {"DP-FedSAM", "DP-FedAvg"}
     assert len(shown.rows) == 8  # 2 rows x 4 columns
+
+
+def test_table_listing_prints_each_cells_accounting_line() -> None:
+    """Issue 40: table mode dropped the `accounting:` line that a run config's view prints."""
+    shown = table_epsilon_listing("dp_table2", methods="DP-FedAvg", seeds="1", client_size=1000)
+    plan = make_plan("dp_table2", methods=["DP-FedAvg"], seeds=[0])
+    for row, run in zip(shown.rows, plan.runs, strict=True):
+        lines = describe_privacy(run.cfg, 1000).splitlines()
+        [line] = [x for x in lines if x.startswith("accounting: ")]  # the run config's view
+        assert row[5] == line
 
 
 def test_a_table_without_private_runs_is_an_error() -> None:

@@ -1,4 +1,5 @@
-"""`fedbench compare`: rows of table folders against each other, Welch's t-test over seeds."""
+"""`fedbench compare`: rows of table folders against each other, t-tests over seeds (paired
+where the sides ran the same seeds, else Welch's), Holm-corrected over the comparison."""
 
 from __future__ import annotations
 
@@ -23,15 +24,17 @@ ACC = {
 }
 
 
-def _folder(tmp_path: Path, name: str, acc: dict[str, list[float | None]]) -> Path:
+def _folder(
+    tmp_path: Path, name: str, acc: dict[str, list[float | None]], seeds: list[int] | None = None
+) -> Path:
     data = tiny_table_data()
     data["table"] = name
-    data["seeds"] = [0, 1, 2]
+    data["seeds"] = seeds or [0, 1, 2]
     data["grid"] = {"partition.alpha": [0.6, 0.1]}
     data["methods"]["Local SGD momentum"] = {"algorithm": {"name": "fedcm"}}
     plan = expand(parse_table_config(data))
     for run in plan.runs:
-        value = acc[run.method][run.seed]  # None: a failed seed
+        value = acc[run.method][data["seeds"].index(run.seed)]  # None: a failed seed
         status = "completed" if value is not None else "failed"
         fake_run(tmp_path / "runs" / run.run_id, run.cfg, value or 0.0, status)
     write_plan(plan, tmp_path / plan.name)
@@ -49,19 +52,40 @@ def test_rows_of_one_folder_and_of_two_folders(tmp_path: Path, run_cli) -> None:
     one = _folder(tmp_path, "first", ACC)
     found = compare([f"{one}:fedadam", f"{one}:Local SGD"])  # a unique prefix, any case
     assert len(found) == 2  # the tiny table's two columns
+    # The rows ran the same seeds: a paired t-test, by hand (d = 20, 17.5, 19).
+    d = [a - b for a, b in zip(ACC["FedAdamW"], ACC["Local SGD"], strict=True)]
+    t = statistics.mean(d) / (statistics.stdev(d) / math.sqrt(3))
+    paired = 2 * stats.t.sf(abs(t), 2)
     for c in found:
         assert (c.a.row, c.b.row) == ("FedAdamW", "Local SGD")
         assert c.a_values == ACC["FedAdamW"] and c.b_values == ACC["Local SGD"]
-        assert c.p == pytest.approx(_welch_by_hand(ACC["FedAdamW"], ACC["Local SGD"]), rel=1e-9)
-        assert c.p < 0.05 and c.verdict == ">"
-    # The same row in another folder (say, at a tuned lr), within noise of the first.
-    other = _folder(tmp_path / "b", "second", {**ACC, "Local SGD": [52.0, 55.0, 58.0]})
+        assert c.test.kind == "paired" and c.p == pytest.approx(paired, rel=1e-12)
+        # Holm over the two tests: 2p for the smaller, max(2p, p) for the other (equal here).
+        assert c.p_holm == pytest.approx(2 * paired, rel=1e-12) and c.verdict == ">"
+        half = stats.t.ppf(0.975, 2) * statistics.stdev(d) / math.sqrt(3)
+        assert c.test.ci == pytest.approx((statistics.mean(d) - half, statistics.mean(d) + half))
+    # The same row in another folder at other seeds: Welch's test, within noise of the first.
+    other = _folder(tmp_path / "b", "second", {**ACC, "Local SGD": [52.0, 55.0, 58.0]}, [3, 4, 5])
     [c, *_] = compare([f"{one}:Local SGD", f"{other}:Local SGD"])
+    assert c.test.kind == "welch"
     assert c.p == pytest.approx(_welch_by_hand(ACC["Local SGD"], [52.0, 55.0, 58.0]), rel=1e-9)
     assert c.verdict == "tie"
     code, out, err = run_cli("compare", f"{one}:FedAdamW", f"{one}:Local SGD")
     assert code == 0, err
     assert "first:FedAdamW" in out and "73.83 ± 5.39 (n=3)" in out and ">" in out
+    assert "tests: paired t-test over seeds (2)" in out
+    assert "Holm-corrected over the 2 tests of this comparison" in out
+
+
+def test_holm_can_turn_a_raw_difference_into_a_tie(tmp_path: Path) -> None:
+    """Each p below 0.05 alone, but not after Holm's correction over the comparison's tests."""
+    acc = {**ACC, "Local SGD": [50.0, 52.0, 57.0], "FedAdamW": [51.5, 54.5, 60.0]}
+    folder = _folder(tmp_path, "t", acc)
+    found = compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"])
+    raw = stats.ttest_rel(acc["FedAdamW"], acc["Local SGD"]).pvalue
+    assert raw < 0.05 <= 2 * raw
+    assert [c.p_holm for c in found] == pytest.approx([2 * raw, 2 * raw], rel=1e-12)
+    assert [c.verdict for c in found] == ["tie", "tie"]
 
 
 def test_fewer_than_three_seeds_are_not_tested(tmp_path: Path) -> None:
@@ -98,12 +122,11 @@ def test_no_p_value_is_printed_where_no_test_was_made(tmp_path: Path, run_cli) -
 
 def test_scipy_warning_is_one_line_not_a_traceback_warning(tmp_path: Path, run_cli) -> None:
     nearly = [71.66666666666667, 71.66666666666667, 71.66666666666668]
-    folder = _folder(
-        tmp_path, "t", {**ACC, "FedAdamW": [71.66666666666667] * 3, "Local SGD": nearly}
-    )
-    [c, *_] = compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"])
+    folder = _folder(tmp_path, "t", {**ACC, "FedAdamW": [71.66666666666667] * 3})
+    other = _folder(tmp_path / "b", "u", {**ACC, "Local SGD": nearly}, [3, 4, 5])  # Welch
+    [c, *_] = compare([f"{folder}:FedAdamW", f"{other}:Local SGD"])
     assert c.warning is not None and "Precision loss" in c.warning
-    code, out, err = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
+    code, out, err = run_cli("compare", f"{folder}:FedAdamW", f"{other}:Local SGD")
     assert code == 0 and "RuntimeWarning" not in out + err
     notes = [line for line in out.splitlines() if line.startswith("note: scipy warned")]
     assert len(notes) == 1 and "2 of 2 tests" in notes[0]
@@ -140,3 +163,28 @@ def test_columns_are_labelled_by_what_ran_with_the_preset(tmp_path: Path, run_cl
     code, out, _ = run_cli("compare", f"{folder}:FedAdamW", f"{folder}:Local SGD")
     assert code == 0 and "LogReg for ResNet-18" in out and "model.name=resnet18" not in out
     assert "what ran in tiny-quick:FedAdamW and tiny-quick:Local SGD: preset quick; digits" in out
+
+
+def test_an_exact_comparison_is_no_member_of_the_holm_family(tmp_path: Path, run_cli) -> None:
+    """Rows one point apart at every seed have no noise: p is 0 as it is, and the family Holm
+    corrects is the 4 real tests, not 6."""
+    acc = {**ACC, "Local SGD momentum": [49.0, 53.0, 60.0]}  # Local SGD - 1 at every seed
+    folder = _folder(tmp_path, "t", acc)
+    sides = [f"{folder}:FedAdamW", f"{folder}:Local SGD", f"{folder}:Local SGD momentum"]
+    found = compare(sides)
+    exact = [c for c in found if c.test.noiseless]
+    assert [(c.a.row, c.b.row, c.p, c.p_holm, c.verdict) for c in exact] == [
+        ("Local SGD", "Local SGD momentum", 0.0, 0.0, ">")
+    ] * 2
+    tests = [c for c in found if not c.test.noiseless]
+    raw = [c.p for c in tests]
+    assert len(raw) == 4
+    order = sorted(range(4), key=raw.__getitem__)
+    expected, running = [0.0] * 4, 0.0
+    for rank, i in enumerate(order):  # Holm by hand over the 4 tests
+        running = max(running, min(1.0, (4 - rank) * raw[i]))
+        expected[i] = running
+    assert [c.p_holm for c in tests] == pytest.approx(expected, rel=1e-12)
+    code, out, err = run_cli("compare", *sides)
+    assert code == 0, err
+    assert "over the 4 tests of this comparison" in out and "exact: 2 comparisons" in out

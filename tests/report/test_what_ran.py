@@ -1,5 +1,5 @@
 """Reports state what ran (from the resolved run configs), keep the paper's numbers apart with a
-caveat when the setting differs, bold by the value shown, mark ties by Welch's t-test, and write
+caveat when the setting differs, bold by the value shown, mark ties by a t-test over seeds, and write
 a table.tex that compiles."""
 
 from __future__ import annotations
@@ -97,7 +97,8 @@ def test_quick_preset_report_states_what_ran_and_keeps_the_paper_apart(tmp_path:
     assert "(CIFAR-100, model ResNet-18; 100 clients" in caveat[0]
     # the terminal: the same sentence, a legend, the paper block
     assert report.view.ran.startswith("digits, model LogReg; 5 clients")
-    assert any("Welch's t-test" in line for line in report.view.legend())
+    # Rows a constant apart at every seed: exact comparisons, no test to correct.
+    assert any("exact comparisons: every seed gives" in line for line in report.view.legend())
     wide = report.table
     assert "digits / LogReg / Dir-0.1: acc (%)" in wide.columns
     assert "paper at paper setting CIFAR-100 / ResNet-18 / Dir-0.1: acc (%)" in wide.columns
@@ -152,13 +153,28 @@ def test_ties_with_the_best_are_marked_from_three_seeds(tmp_path: Path):
     assert dict(s["tie"]) == {"Local SGD": False, "FedAdamW": None, "Close": True}
     assert dict(s["best"]) == {"Local SGD": False, "FedAdamW": True, "Close": False}
     assert math.isnan(s.loc["FedAdamW", "p_vs_best"])
-    assert s.loc["Close", "p_vs_best"] == pytest.approx(welch_p(acc["FedAdamW"], acc["Close"]))
-    assert s.loc["Local SGD", "p_vs_best"] < 0.05 <= s.loc["Close", "p_vs_best"]
+    # The rows ran the same seeds: paired t-tests, Holm-corrected over the report's two tests.
+    assert dict(s["test"]) == {"Local SGD": "paired", "FedAdamW": "", "Close": "paired"}
+    p_close = stats.ttest_rel(acc["FedAdamW"], acc["Close"]).pvalue
+    p_far = stats.ttest_rel(acc["FedAdamW"], acc["Local SGD"]).pvalue
+    assert s.loc["Close", "p_vs_best"] == pytest.approx(p_close, rel=1e-12)
+    assert s.loc["Close", "p_holm"] == pytest.approx(min(1.0, max(p_close, 2 * p_far)), rel=1e-12)
+    assert s.loc["Local SGD", "p_holm"] == pytest.approx(2 * p_far, rel=1e-12)
+    assert s.loc["Local SGD", "p_holm"] < 0.05 <= s.loc["Close", "p_holm"]
+    low, high = stats.t.interval(0.95, 2, loc=np.mean(acc["Close"]), scale=stats.sem(acc["Close"]))
+    assert (s.loc["Close", "ci95_low"], s.loc["Close", "ci95_high"]) == pytest.approx(
+        (low, high), rel=1e-12
+    )
+    long = pd.read_csv(folder / "summary.csv")
+    assert {"ci95_low", "ci95_high", "test", "p_vs_best", "p_holm"} <= set(long.columns)
     md = (folder / "table.md").read_text()
     assert "| FedAdamW | **91.00 ± 1.00** |" in md
     assert "| Close | 90.33 ± 1.26 ≈ |" in md
     assert "| Local SGD | 51.17 ± 1.26 |" in md
-    assert "≈: within noise of the column's best row (Welch's t-test over seeds" in md
+    assert (
+        "≈: within noise of the column's best row (paired t-test over seeds (2 tests); "
+        "Holm-corrected over the 2 tests of this report; two-sided p >= 0.05)" in md
+    )
     # two seeds: nothing is tested, and the legend says why
     data["seeds"] = [0, 1]
     folder = write_table(tmp_path / "two", data, lambda m, s, seed: acc[m][seed])
@@ -176,7 +192,7 @@ def test_welch_p_matches_the_formula_in_float64():
     assert welch_p([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]) == 1.0  # constant and equal: a tie
     assert welch_p([1.0, 1.0, 1.0], [2.0, 2.0, 2.0]) == 0.0  # constant and different
     assert math.isnan(welch_p([1.0], [2.0, 3.0]))
-    assert tie_with_best([1.0, 2.0], [1.0, 2.0]) == (pytest.approx(math.nan, nan_ok=True), None)
+    assert not tie_with_best([1.0, 2.0], [1.0, 2.0]).tested
 
 
 def test_tex_escape_keeps_pdflatex_happy():
@@ -247,7 +263,9 @@ def test_what_ran_names_the_privacy_setting_per_column():
     assert describe(facts({"a": [{**base, "privacy": None}]})).endswith("B=32")
 
 
-def test_tuned_values_are_stated_per_row(tmp_path: Path):
+def test_tuned_values_are_stated_per_row_and_column(tmp_path: Path):
+    """Issue 40: the --tuned report names the columns tuned.yaml tuned and those that ran the
+    table's own values (only the Dir-0.6 column was tuned here)."""
     from fedbench.runner.table_config import column_key
 
     data = paper_like_table()
@@ -255,7 +273,12 @@ def test_tuned_values_are_stated_per_row(tmp_path: Path):
     tuned = {"FedAdamW": {column_key(setting): {"algorithm.lr": 0.02}}}
     folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
     report = build_report(folder)
-    assert report.view.details.endswith("; tuned (fedbench tune): FedAdamW algorithm.lr=0.02")
+    assert report.view.details.endswith(
+        "; tuned (fedbench tune): FedAdamW in LogReg / Dir-0.6 (algorithm.lr=0.02), not in "
+        "LogReg / Dir-0.1 (the table's values); not tuned (the table's "
+        "values): Local SGD"
+    )
+    assert "not in LogReg / Dir-0.1" in (folder / "table.md").read_text()
 
 
 def test_one_seed_has_no_bold_and_the_legend_says_1_seed(tmp_path: Path):
@@ -395,3 +418,22 @@ def test_column_labels_name_the_columns_and_the_report_says_what_each_ran(tmp_pa
     data["column_labels"] = {"partition.kind": {"dirchlet": "Dir"}}
     with pytest.raises(FedbenchError, match="'dirchlet' is not one of the grid's values"):
         parse_table_config(data)
+
+
+def test_report_ci_shows_the_95_percent_interval_in_the_cells(tmp_path: Path, run_cli):
+    data = tiny_table_data()
+    data["seeds"] = [0, 1, 2]
+    data["metrics"] = ["test_acc"]
+    acc = {"FedAdamW": [90.0, 91.0, 92.0], "Local SGD": [50.0, 51.0, 52.5]}
+    folder = write_table(tmp_path, data, lambda m, s, seed: acc[m][seed])
+    code, _, err = run_cli("report", str(folder), "--ci")
+    assert code == 0, err
+    half = stats.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)  # s = 1 for 90, 91, 92
+    assert f"{91 - half:.2f}, {91 + half:.2f}" == "88.52, 93.48"
+    md = (folder / "table.md").read_text()
+    assert "| FedAdamW | **91.00 ± 1.00 [88.52, 93.48]** |" in md
+    assert "[low, high]: the 95 % confidence interval of the mean" in md
+    build_report(folder)  # without --ci: no interval in the cells, still in summary.csv
+    assert "[88.52, 93.48]" not in (folder / "table.md").read_text()
+    long = pd.read_csv(folder / "summary.csv").set_index("method")
+    assert long.loc["FedAdamW", "ci95_low"] == pytest.approx(91 - half, rel=1e-12)
