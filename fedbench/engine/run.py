@@ -34,16 +34,10 @@ SMALL_MODEL = 1_000_000
 
 
 def resolve_engine(setup: RunSetup) -> str:
-    """The engine `runtime.engine` names; for `auto`, the one measured fastest for the run.
-
-    Measured (docs/performance.md): on the CPU the sequential engine is faster than the
-    vectorised one for every eager workload (Table 1's ResNet-18 GN 0.9 vs 0.4 client steps/s,
-    ViT-Tiny 1.7 vs 0.8, the digits CNN 515 vs 431) and the vectorised engine wins only
-    compiled, on a small model (the digits CNN, 421k parameters: 788 vs 389 client steps/s
-    for sequential + compile). On an H200 the sequential engine is ahead for ResNet-18 BN
-    (bf16 + CUDA graphs 298 vs vectorised 162 client steps/s at tf32) and level for ViT-Tiny
-    (70 vs 73 in fp32). So auto = vectorized for a compiled model under SMALL_MODEL parameters
-    on the CPU where the run can be vectorised, else sequential."""
+    """The engine `runtime.engine` names; for `auto`, the one measured fastest for the run
+    (docs/performance.md, "Engines and options", has the measurements): vectorized for a
+    compiled model under SMALL_MODEL parameters on the CPU where the run can be vectorised,
+    else sequential."""
     engine = setup.cfg.runtime.engine
     if engine != "auto":
         return engine
