@@ -86,7 +86,8 @@ def load_config(
     from fedbench.config import apply_overrides, parse_run_config, read_yaml
 
     overrides = _strings("overrides", overrides)
-    data = read_yaml(_path("path", path)) if path is not None else {}
+    # Any: the file's YAML is any value until parse_run_config checks it.
+    data: Any = read_yaml(_path("path", path)) if path is not None else {}
     for name, section in sections.items():
         base = data.get(name)
         merge = isinstance(base, Mapping) and isinstance(section, Mapping)

@@ -9,9 +9,13 @@ that the command line starts without loading torch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 from fedbench.errors import FedbenchError
 from fedbench.listing import Listing
+
+if TYPE_CHECKING:
+    from fedbench.registry import Registry
 
 
 def first_line(doc: str | None) -> str:
@@ -24,7 +28,7 @@ def _table_configs(what: str) -> Listing:
     from fedbench.config import read_yaml
     from fedbench.runner.table_config import find_table, list_tables
 
-    kind = "table" if what == "tables" else "ablation"
+    kind: Literal["table", "ablation"] = "table" if what == "tables" else "ablation"
     rows = []
     for name in list_tables(kind):
         path = find_table(name, kind)
@@ -46,6 +50,7 @@ def _algorithms() -> Listing:
 
 def _described(kind: str) -> Listing:
     """A registry's names with the first line of each entry's docstring."""
+    registry: Registry[Any]
     if kind == "datasets":
         from fedbench.data import DATASETS as registry
     elif kind == "models":

@@ -64,7 +64,7 @@ def default_label(field: FieldInfo) -> str:
     factory = field.default_factory
     if factory is not None:
         is_section = isinstance(factory, type) and issubclass(factory, BaseModel)
-        return "(a section)" if is_section else repr(factory())
+        return "(a section)" if is_section else repr(field.get_default(call_default_factory=True))
     if isinstance(field.default, bool) or field.default is None:
         return {None: "null", True: "true", False: "false"}[field.default]
     return str(field.default)

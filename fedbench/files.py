@@ -113,7 +113,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     """Delete the temporaries `write_file` left in `folder` (not below it) when its process
     died before renaming them; return what was removed. Temporaries of live processes on this
     machine stay (they are being written)."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(folder.iterdir())
     except OSError:  # no folder (yet), or not one: nothing to clean

@@ -11,7 +11,9 @@ settings that fit in `budget` characters, the algorithm's own settings first.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
+
+from pydantic import BaseModel
 
 #: Already in the name (algorithm, dataset, model, seed) or not part of what ran.
 SKIPPED = {
@@ -107,8 +109,13 @@ def readable_label(cfg: Any, acting: dict[str, Any] | None = None) -> str:
     run (RunConfig.acting_data), so that no setting the run does not read names it (a shards
     run's partition.alpha); None labels every field (the ids issued before)."""
     params = cfg.algorithm
-    common = next(
-        (c.model_fields for c in type(params).__mro__ if c.__name__ == "AlgorithmConfig"), {}
+    common: dict[str, Any] = next(
+        (
+            cast("type[BaseModel]", c).model_fields
+            for c in type(params).__mro__
+            if c.__name__ == "AlgorithmConfig"
+        ),
+        {},
     )
     own = set(type(params).model_fields) - set(common)
     privacy = type(cfg.privacy)() if cfg.privacy is not None else None

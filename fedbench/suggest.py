@@ -4,7 +4,7 @@ tables, presets, rows. One helper so that every unknown-name error reads the sam
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, get_args
 
 from pydantic import BaseModel
@@ -91,7 +91,7 @@ def unknown_field(model: type[BaseModel], loc: Sequence[str | int], prefix: str 
 
 
 def unknown_algorithm_field(
-    key: str, name: str, fields_of: dict[str, Iterable[str]], previous: str | None = None
+    key: str, name: str, fields_of: Mapping[str, Iterable[str]], previous: str | None = None
 ) -> str:
     """One line for `algorithm.KEY` unknown to algorithm NAME (`fields_of`: every algorithm's
     field names): the closest fields of NAME, or, when KEY belongs to another algorithm (e.g.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -24,6 +24,11 @@ from torch import Tensor
 from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
 
 Tensors = list[Tensor]
+#: Tensors a function only reads: a list, or the tuple that a `torch._foreach_*` op returns (the
+#: type torch's own foreach signatures take).
+TensorSeq = list[Tensor] | tuple[Tensor, ...]
+#: What a client uploads (`Algorithm.client_end`): the tensors of each key.
+Upload = dict[str, TensorSeq]
 State = dict[str, Any]
 #: A step scalar (eta_r, a bias correction, the step count k): a Python number in the eager
 #: loop, a 0-d float64 tensor on the parameters' device in a captured step
@@ -130,7 +135,7 @@ class ClientUpload:
     tensors: dict[str, Tensors]
 
     @classmethod
-    def kept(cls, client: int, weight: float, upload: dict[str, Tensors]) -> ClientUpload:
+    def kept(cls, client: int, weight: float, upload: Mapping[str, TensorSeq]) -> ClientUpload:
         """A copy the engine can keep until the server step: an upload may alias tensors that
         the next client overwrites (the resident model, a stacked local state)."""
         return cls(client, weight, {k: [t.detach().clone() for t in v] for k, v in upload.items()})
@@ -244,8 +249,10 @@ class Algorithm(ABC):
         return {}
 
     @abstractmethod
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
-        """Update y in place after gradient g of local step k (1-based); g may be overwritten."""
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
+        """Update y in place after gradient g of local step k (1-based); g may be overwritten.
+        k is a Python int, or a 0-d tensor when the rule sets `capturable_step` and the step is
+        captured (`Scalar`)."""
 
     @classmethod
     def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
@@ -275,7 +282,7 @@ class Algorithm(ABC):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         """What the client uploads and its new persistent state (None: keep nothing). The engine
         averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
         and is the update most server steps apply."""
@@ -305,7 +312,7 @@ def tensor_means(tensors: Tensors) -> Tensor:
     return torch.stack([t.mean() for t in tensors])
 
 
-def squared_norm(tensors: Tensors) -> Tensor:
+def squared_norm(tensors: TensorSeq) -> Tensor:
     """||t||^2 summed over the tensors, in float64 (one value; no host sync)."""
     return torch.stack([n.double() for n in torch._foreach_norm(tensors)]).square().sum()
 
@@ -326,7 +333,7 @@ def add_coupled_decay_(g: Tensors, y: Tensors, weight_decay: float) -> None:
         torch._foreach_add_(g, y, alpha=weight_decay)
 
 
-def add_scaled_(y: Tensors, t: Tensors, scale: Scalar) -> None:
+def add_scaled_(y: Tensors, t: TensorSeq, scale: Scalar) -> None:
     """y <- y + scale * t, for a Python scale (one fused op, as before) or a 0-d tensor."""
     if isinstance(scale, Tensor):
         torch._foreach_add_(y, torch._foreach_mul(t, scale))
@@ -334,7 +341,7 @@ def add_scaled_(y: Tensors, t: Tensors, scale: Scalar) -> None:
         torch._foreach_add_(y, t, alpha=scale)
 
 
-def addcdiv_scaled_(y: Tensors, a: Tensors, b: Tensors, scale: Scalar) -> None:
+def addcdiv_scaled_(y: Tensors, a: TensorSeq, b: TensorSeq, scale: Scalar) -> None:
     """y <- y + scale * a / b, for a Python scale (one fused op, as before) or a 0-d tensor."""
     if isinstance(scale, Tensor):
         quotient = torch._foreach_div(a, b)

@@ -11,12 +11,12 @@ layer; fedbench.algorithms.hessian) and are built from the same pieces; `auto` p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Literal, cast, get_args
 
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.hessian import module_ids, role_row_groups, roles_known
+from fedbench.algorithms.hessian import RoleKind, module_ids, role_row_groups, roles_known
 from fedbench.errors import FedbenchError
 
 if TYPE_CHECKING:
@@ -165,8 +165,8 @@ def build_partition(
     (module and the last two need the ParamSpec: names, and head counts for the last two)."""
     shapes = [torch.Size(s) for s in shapes]
     kind = resolve_blocks(kind, spec)
-    if kind in ("hessian", "dp_paper") and spec is not None:
-        return BlockPartition(shapes, role_row_groups(spec, kind))
+    if kind in get_args(RoleKind) and spec is not None:
+        return BlockPartition(shapes, role_row_groups(spec, cast(RoleKind, kind)))
     if kind == "module" and spec is not None:
         return BlockPartition(shapes, [None] * len(shapes), shared=module_ids(spec.names))
     if kind == "tensor":

@@ -27,7 +27,7 @@ import torch
 from pydantic import Field, create_model
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, Tensors
 from fedbench.algorithms.fedadamw import FedAdamW
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.algorithms.fedsam import FedSAM
@@ -147,19 +147,19 @@ def laplacian_smooth(g: Tensor, sigma_ls: float) -> Tensor:
 
 
 class DPFedAvgLS(
-    dp_variant(
+    dp_variant(  # type: ignore[misc]
         FedAvg,
         "dp_fedavg_ls",
         sigma_ls=(float, Field(default=1.0, ge=0, description="Laplacian smoothing strength")),
     )
-):  # type: ignore[misc]
+):
     """DP-FedAvg-LS (Liang et al. 2020): DP-FedAvg with Laplacian smoothing of g_tilde."""
 
     paper = "Liang et al. 2020, DP-FedAvg with Laplacian smoothing; baseline of DP-FedAdamW"
     #: The FFT mixes all entries of a tensor: on stacked clients it would mix the clients.
     supports_vectorized: ClassVar[bool] = False
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         smoothed = [laplacian_smooth(t, self.params.sigma_ls) for t in g]
         super().local_step(y, smoothed, local, k, info)
 

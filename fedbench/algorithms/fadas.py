@@ -23,7 +23,7 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.adam import adam_step_, update_moments_
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -81,5 +81,5 @@ class FADAS(Algorithm):
             eps=p.eps,
         )
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

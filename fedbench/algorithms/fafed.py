@@ -51,8 +51,11 @@ from fedbench.algorithms.base import (
     Algorithm,
     Floats,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
+    TensorSeq,
+    Upload,
     add_coupled_decay_,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
@@ -94,7 +97,7 @@ class FAFED(Algorithm):
         # m, v and x_prev appear after round 0, FAFED's initial exchange.
         return {}
 
-    def _h(self, v: Tensors) -> Tensors:
+    def _h(self, v: Tensors) -> TensorSeq:
         h = torch._foreach_sqrt(v)
         torch._foreach_add_(h, self.params.rho)
         return h
@@ -103,6 +106,7 @@ class FAFED(Algorithm):
         self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
     ) -> None:
         eta_g = self.params.server_lr
+        x_prev: TensorSeq
         if "m" in server:
             # The clients' mean point before their last step: x_new + eta_g * eta_r * m_bar / H,
             # with the H of this round (from the v_bar it started with).
@@ -168,13 +172,13 @@ class FAFED(Algorithm):
             local["y_prev"] = y_now
             torch._foreach_addcdiv_(y, local["m"], local["h"], value=-info.lr)
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         raise TypeError(
             "fafed needs the gradient at two points per step: call local_step_with_oracle"
         )
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         upload = {"delta": torch._foreach_sub(y, x), "m": local["m"], "v": local["v"]}
         return upload, None

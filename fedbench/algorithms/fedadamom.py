@@ -21,7 +21,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -75,5 +75,5 @@ class FedAdamom(Algorithm):
         torch._foreach_addcmul_(server["m"], weight, torch._foreach_sub(delta, server["m"]))
         torch._foreach_add_(x, server["m"], alpha=p.server_lr)
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

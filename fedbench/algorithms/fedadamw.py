@@ -36,6 +36,7 @@ from fedbench.algorithms.base import (
     Scalar,
     State,
     Tensors,
+    Upload,
     add_scaled_,
     mean_gradient,
     zeros_like,
@@ -181,6 +182,7 @@ class FedAdamW(Algorithm):
         # m restarts from zero each round unless it is aggregated; the public script still
         # corrects it with t (m_bias_correction global), which shrinks its first steps ~10x.
         bc1 = 1.0 - p.beta1 ** (t if p.m_agg or p.m_bias_correction == "global" else k)
+        bc2: Scalar
         if p.v_bias_correction == "none":
             bc2 = 1.0
         elif p.v_bias_correction == "local" or p.v_agg == "none":
@@ -189,7 +191,7 @@ class FedAdamW(Algorithm):
             bc2 = 1.0 - p.beta2**t
         return bc1, bc2
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         p = self.params
         decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=p.decoupled)
         bc1, bc2 = self._bias_corrections(k, info)
@@ -217,8 +219,8 @@ class FedAdamW(Algorithm):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
-        upload = {"delta": torch._foreach_sub(y, x)}
+    ) -> tuple[Upload, State | None]:
+        upload: Upload = {"delta": torch._foreach_sub(y, x)}
         if self.params.v_agg == "block_mean":
             upload["v_blocks"] = [self.partition.means(local["v"])]
         elif self.params.v_agg == "full":

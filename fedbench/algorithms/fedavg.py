@@ -43,5 +43,5 @@ class FedAvg(Algorithm):
     paper = "McMahan et al. 2017 (AISTATS)"
     capturable_step = True
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

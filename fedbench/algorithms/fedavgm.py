@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -43,5 +43,5 @@ class FedAvgM(Algorithm):
         torch._foreach_add_(server["m"], mean["delta"])
         torch._foreach_add_(x, server["m"], alpha=self.params.server_lr)
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

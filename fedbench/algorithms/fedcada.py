@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from fedbench.algorithms.base import Algorithm, Floats, ParamSpec, RoundInfo, State, Tensors
+from fedbench.algorithms.base import Algorithm, Floats, ParamSpec, RoundInfo, Scalar, State, Tensors
 from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
@@ -53,5 +53,5 @@ class FedCAda(Algorithm):
     def __init__(self, params: AlgorithmConfig, spec: ParamSpec, *, num_clients: int) -> None:
         raise FedbenchError(NOT_IMPLEMENTED)
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         raise FedbenchError(NOT_IMPLEMENTED)

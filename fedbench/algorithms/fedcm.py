@@ -18,6 +18,7 @@ from fedbench.algorithms.base import (
     Algorithm,
     Floats,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
     mean_gradient,
@@ -65,7 +66,7 @@ class FedCM(Algorithm):
     ) -> State:
         return {"global_term": torch._foreach_mul(server["direction"], 1.0 - self.params.alpha)}
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         p = self.params
         torch._foreach_mul_(g, p.alpha)
         torch._foreach_add_(g, local["global_term"])

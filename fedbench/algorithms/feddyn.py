@@ -31,8 +31,10 @@ from pydantic import Field, model_validator
 from fedbench.algorithms.base import (
     Algorithm,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
+    Upload,
     add_coupled_decay_,
     add_scaled_,
     zeros_like,
@@ -78,7 +80,7 @@ class FedDyn(Algorithm):
         # local state may keep it without a copy.
         return {"grad": grad_i, "x": x}
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         alpha = self.params.alpha
         add_coupled_decay_(g, y, self.params.weight_decay)
         torch._foreach_sub_(g, local["grad"])
@@ -87,7 +89,7 @@ class FedDyn(Algorithm):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         delta = torch._foreach_sub(y, x)
         grad = torch._foreach_add(local["grad"], delta, alpha=-self.params.alpha)
         return {"delta": delta}, {"grad": grad}

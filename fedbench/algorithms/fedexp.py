@@ -26,7 +26,7 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from fedbench.algorithms.base import ClientUpload, RoundInfo, State, Tensors
+from fedbench.algorithms.base import ClientUpload, RoundInfo, State, Tensors, TensorSeq
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -38,7 +38,7 @@ class FedExPConfig(FedAvgConfig):
     )
 
 
-def squared_norm(tensors: Tensors) -> Tensor:
+def squared_norm(tensors: TensorSeq) -> Tensor:
     """||t||^2 over a list of tensors, accumulated in float64 (a device scalar)."""
     return torch.stack([torch.sum(t.double() ** 2) for t in tensors]).sum()
 

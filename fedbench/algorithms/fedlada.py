@@ -22,8 +22,10 @@ from fedbench.algorithms.base import (
     Algorithm,
     Floats,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
+    Upload,
     add_scaled_,
     mean_gradient,
     tensor_means,
@@ -85,7 +87,7 @@ class FedLADA(Algorithm):
             "amend": torch._foreach_mul(server["g_a"], 1.0 - self.params.alpha),
         }
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         p = self.params
         decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=False)  # Adam's L2
         torch._foreach_maximum_(local["v_hat"], local["v"])
@@ -103,7 +105,7 @@ class FedLADA(Algorithm):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         return {"delta": torch._foreach_sub(y, x), "v_hat": local["v_hat"]}, client_state
 
     def v_block_means(self, local: State) -> torch.Tensor | None:

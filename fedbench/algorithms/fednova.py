@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from fedbench.algorithms.base import RoundInfo, State, Tensors
+from fedbench.algorithms.base import RoundInfo, State, Tensors, Upload
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -49,7 +49,7 @@ class FedNova(FedAvg):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         delta = torch._foreach_sub(y, x)
         tau = info.local_steps  # this client's own K_i
         if tau != info.run_steps:  # u_i = K d_i; untouched (= Delta_i) when tau_i = K

@@ -32,7 +32,7 @@ import torch
 from pydantic import Field, model_validator
 
 from fedbench.algorithms.adam import adam_step_
-from fedbench.algorithms.base import Algorithm, RoundInfo, State, Tensors, zeros_like
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, Tensors, zeros_like
 from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -139,7 +139,7 @@ class FedOpt(Algorithm):
             eps=p.tau,
         )
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)
 
 

@@ -15,6 +15,7 @@ from pydantic import Field
 from fedbench.algorithms.base import (
     Algorithm,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
     add_coupled_decay_,
@@ -46,7 +47,7 @@ class FedProx(Algorithm):
         # x is the engine's global model, untouched while the client trains.
         return {"x": x}
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         p = self.params
         add_coupled_decay_(g, y, p.weight_decay)
         if p.mu:

@@ -16,6 +16,7 @@ from fedbench.algorithms.adam import adam_step_, decay_and_update_moments_
 from fedbench.algorithms.base import (
     Algorithm,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
     tensor_means,
@@ -48,7 +49,7 @@ class LocalAdamW(Algorithm):
     ) -> State:
         return {"m": zeros_like(x), "v": zeros_like(x)}
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         p = self.params
         decay_and_update_moments_(y, g, local, p, lr=info.lr, decoupled=self.decoupled_decay)
         adam_step_(

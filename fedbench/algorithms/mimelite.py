@@ -25,8 +25,10 @@ from fedbench.algorithms.base import (
     Algorithm,
     Floats,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
+    Upload,
     add_coupled_decay_,
     add_scaled_,
     zeros_like,
@@ -79,7 +81,7 @@ class MimeLite(Algorithm):
         # beta * m, fixed for the whole round; c_i is filled at the first step.
         return {"beta_m": torch._foreach_mul(server["m"], self.params.beta), "c": zeros_like(x)}
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         add_coupled_decay_(g, y, self.params.weight_decay)
         if k == 1 and not self.params.full_batch_gradient:  # y = x: the gradient at x
             torch._foreach_copy_(local["c"], g)
@@ -89,7 +91,7 @@ class MimeLite(Algorithm):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         return {"delta": torch._foreach_sub(y, x), "grad": local["c"]}, client_state
 
     def server_update(

@@ -42,7 +42,7 @@ from pydantic import Field
 from torch import Tensor
 from torch.nn import functional as F
 
-from fedbench.algorithms.base import RoundInfo, State, Tensors
+from fedbench.algorithms.base import RoundInfo, State, Tensors, Upload
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -95,6 +95,6 @@ class Moon(FedAvg):
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         # y is the resident model, overwritten by the next client: the stored copy is a clone.
         return {"delta": torch._foreach_sub(y, x)}, {"prev": [t.detach().clone() for t in y]}

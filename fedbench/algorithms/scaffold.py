@@ -21,8 +21,10 @@ from fedbench.algorithms.base import (
     Algorithm,
     Floats,
     RoundInfo,
+    Scalar,
     State,
     Tensors,
+    Upload,
     add_coupled_decay_,
     add_scaled_,
     zeros_like,
@@ -72,14 +74,14 @@ class Scaffold(Algorithm):
         c_i = client_state["c"] if client_state is not None else zeros_like(x)
         return {"c_i": c_i, "correction": torch._foreach_sub(server["c"], c_i)}
 
-    def local_step(self, y: Tensors, g: Tensors, local: State, k: int, info: RoundInfo) -> None:
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         add_coupled_decay_(g, y, self.params.weight_decay)
         torch._foreach_add_(g, local["correction"])  # g + lambda*y - c_i + c
         add_scaled_(y, g, -info.lr)
 
     def client_end(
         self, y: Tensors, x: Tensors, local: State, client_state: State | None, info: RoundInfo
-    ) -> tuple[dict[str, Tensors], State | None]:
+    ) -> tuple[Upload, State | None]:
         delta = torch._foreach_sub(y, x)
         # Delta_c_i = c_i+ - c_i = -c + (x - y) / (K * eta_r) = -(correction + c_i) - delta/(K eta)
         delta_c = torch._foreach_add(local["correction"], local["c_i"])

@@ -3,11 +3,13 @@ inspecting, privacy, benchmarking) over one app (`base`) and one set of shared o
 (`options`); each command parses its arguments, calls one function of the layer below and
 prints what it returns."""
 
+from collections.abc import Callable
+
 from fedbench.cli import benchmarking, inspecting, privacy, reporting, running
 from fedbench.cli.base import app, console, err_console, interruptible, main
 
 #: The commands in the order `fedbench --help` lists them.
-COMMANDS = {
+COMMANDS: dict[str, Callable[..., None]] = {
     "train": running.train,
     "blocks": inspecting.blocks,
     "run": running.run,

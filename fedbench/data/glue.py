@@ -81,10 +81,10 @@ def read_tsv(path: Path, task: Task) -> Columns:
         rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
     if task.header:
         head, rows = rows[0], rows[1:]
-        cols = [head.index(c) for c in task.tsv_text]
-        label_col = head.index(task.tsv_label)
+        cols = [head.index(str(c)) for c in task.tsv_text]
+        label_col = head.index(str(task.tsv_label))
     else:
-        cols, label_col = list(task.tsv_text), int(task.tsv_label)
+        cols, label_col = [int(c) for c in task.tsv_text], int(task.tsv_label)
     texts: list[list[str]] = [[] for _ in cols]
     labels = []
     for row in rows:

@@ -65,10 +65,11 @@ def _celeba_users(
 ) -> list[dict[str, list]]:
     from PIL import Image
 
-    out = []
+    out: list[dict[str, list]] = []
     for u in range(users):
         tone = rng.uniform(60, 200, size=3)
-        names, labels = [], []
+        names: list[str] = []
+        labels: list[int] = []
         for j in range(n):
             smiling = int(rng.random() < 0.5)
             img = np.tile(tone, (24, 24, 1)) + rng.normal(0, 12, size=(24, 24, 3))

@@ -122,8 +122,8 @@ HEADERS = {
     "rte": "index\tsentence1\tsentence2\tlabel",
     "mnli": "index\tgenre\tsentence1\tsentence2\tgold_label",
 }
-NLI_LABELS = {0: "entailment", 1: "not_entailment"}
-MNLI_LABELS = {0: "entailment", 1: "neutral", 2: "contradiction"}
+NLI_LABELS: dict[int, str] = {0: "entailment", 1: "not_entailment"}
+MNLI_LABELS: dict[int, str] = {0: "entailment", 1: "neutral", 2: "contradiction"}
 
 
 def _rows(task: str, n: int, seed: int) -> tuple[str | None, list[str]]:

@@ -14,7 +14,7 @@ clients.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 from pydantic import Field
@@ -25,6 +25,7 @@ from fedbench.figures.registry import FIGURES
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as MplFigure
 
+    from fedbench.algorithms.local_adamw import LocalAdamWConfig
     from fedbench.config import RunConfig
 
 #: The ratio measured / predicted counts as "approximately" the paper's shift inside this band.
@@ -147,7 +148,7 @@ class DPFig4Figure(Figure):
         configs = [run_config(settings, settings.sigma), run_config(settings, 0.0)]
         folders = context.train(configs, save_model=True)
         found: dict[str, Any] = {}
-        beta2 = configs[0].algorithm.beta2
+        beta2 = cast("LocalAdamWConfig", configs[0].algorithm).beta2  # dp_local_adamw's
         for label, folder in zip(("dp", "clean"), folders, strict=True):
             # The run's own config (under --smoke, its smoke form), not the settings' one.
             cfg = load_run_config(folder / "config.yaml", [])

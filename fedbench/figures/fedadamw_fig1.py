@@ -167,13 +167,11 @@ class FedAdamWFig1(Figure):
                     summary = RunFolder(folder).read_summary() or {}  # validated
                     acc = (summary.get("final") or {}).get("test_acc")
                     ok = summary.get("status") == "completed" and acc is not None
-                    scores[str(lr)] = float(acc) if ok else None
+                    scores[str(lr)] = float(acc) if ok and acc is not None else None
                     for record in read_metrics(folder):
                         rows.append(_row(task, method, lr, "validation", settings.seed, record))
                 search[task][method] = scores
-                best = max(
-                    grid, key=lambda lr: -math.inf if scores[str(lr)] is None else scores[str(lr)]
-                )
+                best = max(grid, key=lambda lr: -math.inf if (s := scores[str(lr)]) is None else s)
                 if scores[str(best)] is None:
                     raise FedbenchError(
                         f"figure {self.name} {task} {method}: every learning rate of "

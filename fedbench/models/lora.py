@@ -44,7 +44,9 @@ def apply_lora(
     targets = settings.targets or default_targets
     config = LoraConfig(
         r=settings.r,
-        lora_alpha=settings.alpha,
+        # peft annotates an int; a float alpha scales the same (alpha / r) and is what the
+        # config accepts.
+        lora_alpha=settings.alpha,  # type: ignore[arg-type]
         lora_dropout=settings.dropout,
         target_modules=targets,
         bias="none",

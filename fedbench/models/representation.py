@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -43,14 +44,16 @@ class RepresentationClassifier(nn.Module, ABC):
 
 def representation_split(model: nn.Module) -> Split:
     """(represent, classify) of `model`, with classify(represent(x)) == model(x)."""
+    # The duck-typed models below: their methods are attributes nn.Module does not declare.
+    duck: Any = model
     if hasattr(model, "represent") and hasattr(model, "classify"):
-        return model.represent, model.classify
+        return duck.represent, duck.classify
     if hasattr(model, "forward_head") and hasattr(model, "get_classifier"):  # timm
 
         def timm_represent(x: Tensor) -> Tensor:
-            return model.forward_head(model.forward_features(x), pre_logits=True)
+            return duck.forward_head(duck.forward_features(x), pre_logits=True)
 
-        return timm_represent, model.get_classifier()
+        return timm_represent, duck.get_classifier()
     if isinstance(model, nn.Sequential) and len(model) > 1:
         return model[:-1], model[-1]
     raise FedbenchError(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torch import nn
 
@@ -82,11 +82,10 @@ SPECS = {
 
 
 def _filter_fn(family: str) -> Callable[..., dict[str, Any]]:
-    if family == "swin":
-        from timm.models.swin_transformer import checkpoint_filter_fn
-    else:
-        from timm.models.vision_transformer import checkpoint_filter_fn
-    return checkpoint_filter_fn
+    from timm.models import swin_transformer, vision_transformer
+
+    family_module = swin_transformer if family == "swin" else vision_transformer
+    return family_module.checkpoint_filter_fn
 
 
 def _missing_weights(name: str, spec: TimmSpec, reason: str) -> FedbenchError:
@@ -109,7 +108,7 @@ def _load_file(model: nn.Module, path: Path, spec: TimmSpec) -> None:
             f"model.weights {path} could not be read as a state dict ({exc})"
         ) from None
     state = _filter_fn(spec.family)(state, model)
-    head = model.pretrained_cfg.get("classifier") or "head"
+    head = cast(Any, model).pretrained_cfg.get("classifier") or "head"  # a timm model's
     state = {k: v for k, v in state.items() if not (k == head or k.startswith(f"{head}."))}
     missing, _ = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.startswith(f"{head}.")]

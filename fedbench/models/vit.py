@@ -63,6 +63,9 @@ class Block(nn.Module):
 
 
 class ViT(RepresentationClassifier):
+    #: A buffer (register_buffer): the fixed sinusoidal position embedding, not trained.
+    pos_embed: torch.Tensor
+
     def __init__(
         self,
         input_shape: tuple[int, int, int],

@@ -253,15 +253,15 @@ def build_report(
         # The title names the paper's setting; the caveat below says how this one differs.
         title += " (not the paper's setting: see what ran)"
     seeds = sorted({int(r["seed"]) for r in plan["runs"]})
-    ran = describe(facts(ran_by_column)) if ran_by_column else "nothing has run yet"
+    ran_text = describe(facts(ran_by_column)) if ran_by_column else "nothing has run yet"
     if scoped.base:
-        ran += f"; also {scoped.base_text()}"
+        ran_text += f"; also {scoped.base_text()}"
     view = build_view(
         summary,
         table,
         labels,
         title=title,
-        ran=ran,
+        ran=ran_text,
         rows=scoped.rows_text(),
         columns=columns_legend,
         details=_details(plan, table, seeds, labels),

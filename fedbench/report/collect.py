@@ -102,8 +102,8 @@ def collect(
     records, curve_rows = [], []
     for run in plan["runs"]:
         run_dir = child_folder(runs_root, run["run_id"])
-        folder = RunFolder(run_dir)
-        summary = folder.read_summary()  # validated: a bad one is one line (BadFile)
+        run_folder = RunFolder(run_dir)
+        summary = run_folder.read_summary()  # validated: a bad one is one line (BadFile)
         status = (summary or {}).get("status") or run.get("status") or "missing"
         if status == "planned":
             status = "missing"
@@ -123,7 +123,11 @@ def collect(
         config = run_dir / "config.yaml"
         cfg = read_yaml(config) if private and config.is_file() else None  # privacy.clip
         record.update(run_privacy(summary, cfg))
-        rows = read_rows(folder.metrics, strict=True, fix=folder.retrain_hint) if summary else []
+        rows = (
+            read_rows(run_folder.metrics, strict=True, fix=run_folder.retrain_hint)
+            if summary
+            else []
+        )
         for metric in table.metrics:
             if metric in ("test_acc", "train_loss", "test_loss"):
                 record[metric] = statistic(rows, metric, table.report, table.last_k)

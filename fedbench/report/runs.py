@@ -161,7 +161,7 @@ def _filter(records: list[dict[str, Any]], where: list[str]) -> list[dict[str, A
 def list_runs(root: Path, where: list[str] | None = None) -> pd.DataFrame:
     """One row per run folder: run_id, status, the fields that tell the runs apart, rounds
     evaluated, the final metrics, epsilon (private runs), wall_s and the folder."""
-    records = []
+    records: list[dict[str, Any]] = []
     for folder in find_run_folders(root):
         config, bad_config = _read_config(folder)
         summary, bad_summary = _read_summary(folder)

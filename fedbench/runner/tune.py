@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
@@ -102,6 +102,13 @@ class Cell:
     trials: int = 0
     #: The study's pruner (a name of PRUNERS).
     pruner: str = "median"
+
+    @property
+    def opened(self) -> optuna.Study:
+        """The study, once `_open_studies` has created or loaded it."""
+        if self.study is None:
+            raise RuntimeError(f"the study of {self.name} is not open")
+        return self.study
 
     @property
     def column(self) -> str:
@@ -435,10 +442,10 @@ def _enqueue_next_point(cell: Cell) -> None:
     fields = cell.fields
     if not all(f.kind == "grid" for f in fields):
         return
-    trials = cell.study.get_trials(deepcopy=False)
+    trials = cell.opened.get_trials(deepcopy=False)
     if any(t.state.name == "WAITING" for t in trials) or len(trials) >= grid_size(fields):
         return
-    cell.study.enqueue_trial(grid_point(fields, len(trials)))
+    cell.opened.enqueue_trial(grid_point(fields, len(trials)))
 
 
 @contextmanager
@@ -502,6 +509,13 @@ def study_errors(path: Path) -> Iterator[None]:
         ) from None
 
 
+def _score(trial: optuna.trial.FrozenTrial) -> float:
+    """A COMPLETE trial's objective value (Optuna records one for every complete trial)."""
+    if trial.value is None:
+        raise RuntimeError(f"trial {trial.number} is complete without a value")
+    return float(trial.value)
+
+
 def _finished(study: Any) -> int:
     """Trials asked so far (between batches every RUNNING one is in the queue being resumed;
     WAITING ones are enqueued grid points not asked yet)."""
@@ -512,7 +526,7 @@ def _resumed_trials(cells: list[Cell], plan: Plan) -> list[Trial]:
     """Trials left RUNNING by a killed tune: run again (their runs resume from checkpoints)."""
     found = []
     for cell in cells:
-        for frozen in cell.study.get_trials(deepcopy=False):
+        for frozen in cell.opened.get_trials(deepcopy=False):
             if frozen.state.name == "RUNNING":
                 found.append(Trial(cell, frozen, _trial_run(cell, frozen.params, plan)))
     return found
@@ -522,12 +536,12 @@ def _new_trials(cells: list[Cell], plan: Plan, room: int) -> list[Trial]:
     """Up to `room` new trials, round-robin over the cells that still need some."""
     new: list[Trial] = []
     while len(new) < room:
-        open_cells = [c for c in cells if _finished(c.study) < c.trials]
+        open_cells = [c for c in cells if _finished(c.opened) < c.trials]
         if not open_cells:
             break
         for cell in open_cells[: room - len(new)]:
             _enqueue_next_point(cell)
-            trial = cell.study.ask({f.key: f.distribution() for f in cell.fields})
+            trial = cell.opened.ask({f.key: f.distribution() for f in cell.fields})
             new.append(Trial(cell, trial, _trial_run(cell, trial.params, plan)))
     return new
 
@@ -573,7 +587,7 @@ def _tell(item: Trial, outcome: Any, out: Path) -> None:
     state = _optuna().trial.TrialState
     summary = RunFolder.for_config(out, item.run.cfg).read_summary() or {}
     status = summary.get("status") or getattr(outcome, "status", "failed")
-    study = item.cell.study
+    study = item.cell.opened
     number = item.trial.number
     value = (summary.get("final") or {}).get(OBJECTIVE)
     if status == "completed" and value is not None and math.isfinite(value):
@@ -592,7 +606,7 @@ def shown_values(values: Mapping[str, Any]) -> str:
 
 
 def _describe(item: Trial) -> str:
-    frozen = item.cell.study.get_trials(deepcopy=False)[item.trial.number]
+    frozen = item.cell.opened.get_trials(deepcopy=False)[item.trial.number]
     values = shown_values(frozen.params)
     # The objective is measured on the validation split: say so, so it never reads as test accuracy.
     score = f" validation {OBJECTIVE} {frozen.value:.2f}" if frozen.value is not None else ""
@@ -605,17 +619,19 @@ def _best(
     cells: list[Cell],
 ) -> tuple[Tuned, list[tuple[str, str, dict[str, Any], float, int, int, int]]]:
     tuned: Tuned = {}
-    rows = []
+    rows: list[tuple[str, str, dict[str, Any], float, int, int, int]] = []
     for cell in cells:
-        trials = cell.study.get_trials(deepcopy=False)
-        counts = [sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL")]
+        trials = cell.opened.get_trials(deepcopy=False)
+        ok, pruned, failed = (
+            sum(t.state.name == s for t in trials) for s in ("COMPLETE", "PRUNED", "FAIL")
+        )
         complete = [t for t in trials if t.state.name == "COMPLETE"]
         if not complete:
-            rows.append((cell.method, cell.column, {}, math.nan, *counts))
+            rows.append((cell.method, cell.column, {}, math.nan, ok, pruned, failed))
             continue
-        best = max(complete, key=lambda t: t.value)
+        best = max(complete, key=_score)
         tuned.setdefault(cell.method, {})[cell.column] = dict(best.params)
-        rows.append((cell.method, cell.column, dict(best.params), float(best.value), *counts))
+        rows.append((cell.method, cell.column, dict(best.params), _score(best), ok, pruned, failed))
     return tuned, rows
 
 
@@ -685,7 +701,7 @@ def plan_to_tune(
             return plan, "train"
     try:
         find_table(target, "table")
-        kind = "table"
+        kind: Literal["table", "ablation"] = "table"
     except FedbenchError:
         kind = "ablation"
     plan = make_plan(target, kind, preset=preset, seeds=1, methods=methods, overrides=overrides)

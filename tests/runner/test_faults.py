@@ -1,10 +1,12 @@
 """Sweeps and tunes under faults: report folders of concurrent plans, a run on a full disk,
-malformed tune flags and config text, and one case of benchmarks/faults.py end to end."""
+malformed tune flags and config text, and the fault script (benchmarks/faults, a package): one
+of its cases end to end, and its command line."""
 
 from __future__ import annotations
 
 import errno
-import importlib.util
+import importlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -96,18 +98,18 @@ def test_yaml_that_is_not_utf8_is_one_line(tmp_path: Path):
         read_yaml(path)
 
 
-def _faults_script():
-    spec = importlib.util.spec_from_file_location("faults", ROOT / "benchmarks" / "faults.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["faults"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def _fault_harness():
+    """benchmarks.faults.harness of this checkout (opacus installs an unrelated top-level
+    `benchmarks` package; the checkout's, a regular package first on the path, must win)."""
+    harness = importlib.import_module("benchmarks.faults.harness")
+    assert Path(harness.__file__).is_relative_to(ROOT / "benchmarks" / "faults")
+    return harness
 
 
 def test_the_fault_script_finds_a_read_only_out_one_clean_line(tmp_path: Path):
-    """One case of benchmarks/faults.py, through its own fault injection: `fedbench train` into a
+    """One case of the fault script, through its own fault injection: `fedbench train` into a
     read-only --out is exit code 2 and one line."""
-    faults = _faults_script()
+    faults = _fault_harness()
     fb = faults.Fedbench(ROOT, tmp_path)
     cfg = faults.write_yaml(tmp_path / "run.yaml", faults.RUN_CONFIG)
     out = tmp_path / "ro"
@@ -116,3 +118,20 @@ def test_the_fault_script_finds_a_read_only_out_one_clean_line(tmp_path: Path):
     assert faults.one_clean_line(res) is None, res.err
     assert "Read-only file system (EROFS)" in res.err and "give a writable folder" in res.err
     assert not out.exists()
+
+
+def test_the_fault_script_runs_as_a_module_and_from_its_folder(tmp_path: Path):
+    """`python -m benchmarks.faults` (in the checkout) and `python benchmarks/faults` (from any
+    folder) both start the script, whose kinds of fault each live in a module of their own."""
+    cases = importlib.import_module("benchmarks.faults.__main__").CASES
+    modules = {case.__module__ for case in cases.values()}
+    assert len(modules) == 15 and all(m.startswith("benchmarks.faults.") for m in modules)
+    assert not modules & {"benchmarks.faults.__main__", "benchmarks.faults.harness"}
+    for command, cwd in (
+        ([sys.executable, "-m", "benchmarks.faults", "--help"], ROOT),
+        ([sys.executable, str(ROOT / "benchmarks" / "faults"), "--help"], tmp_path),
+    ):
+        res = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith("usage: python -m benchmarks.faults")
+        assert all(name in res.stdout for name in cases), res.stdout
