@@ -104,8 +104,8 @@ def plot_curves(
             if row == 0:
                 ax.set_title(column_titles.get(setting, setting), fontsize=10)
             _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
-    handles, labels = _legend_entries(axes.flat)
-    fig.legend(handles, labels, loc="center right", fontsize=9, frameon=False)
+    handles, entries = _legend_entries(axes.flat)
+    fig.legend(handles, entries, loc="center right", fontsize=9, frameon=False)
     width = max(60, int(fig.get_figwidth() * 13))
     ran = textwrap.fill(f"what ran: {view.ran}. {view.details}.", width)
     fig.suptitle(f"{view.title}\n{ran}", fontsize=9)

@@ -267,22 +267,25 @@ def pruned_above_winner(cell: Cell) -> list[str]:
     """A note per pruned trial of `cell` whose last reported value (at the round it was stopped)
     is above the final value of the cell's best complete trial: the pruner stopped a setting
     that was ahead, and its final value is unknown."""
+    if cell.study is None:
+        return []
     trials = cell.study.get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state.name == "COMPLETE"]
+    complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
     if not complete:
         return []
-    best = max(complete, key=lambda t: t.value)
+    best = max(complete, key=lambda t: float(t.value))  # type: ignore[arg-type]
+    best_value = float(best.value)  # type: ignore[arg-type]
     notes = []
     for t in trials:
         if t.state.name != "PRUNED" or not t.intermediate_values:
             continue
         step = max(t.intermediate_values)
         value = t.intermediate_values[step]
-        if value > best.value:
+        if value > best_value:
             notes.append(
                 f"note: {cell.shown} trial {t.number} ({shown_values(t.params)}) was pruned at "
                 f"round {step} at validation {OBJECTIVE} {value:.2f}, above the winner's final "
-                f"{best.value:.2f} (trial {best.number}: {shown_values(best.params)}); its final "
+                f"{best_value:.2f} (trial {best.number}: {shown_values(best.params)}); its final "
                 "value is unknown: run the tune again with --pruner none to let every trial finish"
             )
     return notes
