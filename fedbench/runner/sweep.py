@@ -101,12 +101,18 @@ def plan_table_view(plan: Plan) -> Table:
 
 
 def print_dry_run(
-    plan: Plan, out: Path, *, console: Console, err_console: Console, probe: bool = False
+    plan: Plan,
+    out: Path,
+    *,
+    console: Console,
+    err_console: Console,
+    probe: bool = False,
+    workers: int | None = None,
 ) -> None:
     """`--dry-run`: the plan, its client steps, its estimated time, and what a real sweep would
     miss on this machine (a warning: a plan needs no data). Nothing is downloaded or written.
-    `probe` (`--estimate`) measures the plan's workloads here instead of reading this device's
-    `fedbench bench --suite` figures."""
+    `probe` (`--estimate`) measures the plan's workloads here (for a sweep of `workers`) instead
+    of reading the devices' `fedbench bench --suite` figures."""
     from fedbench.runner.estimate import estimate_lines
     from fedbench.runner.preflight import check_plan, missing_warning
 
@@ -122,7 +128,8 @@ def print_dry_run(
     def log(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    for line in estimate_lines(plan, out, probe=probe, log=log if probe else None):
+    lines = estimate_lines(plan, out, probe=probe, log=log if probe else None, workers=workers)
+    for line in lines:
         log(line)
     if checked.missing:
         err_console.print(
