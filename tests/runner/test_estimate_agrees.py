@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedbench.runner.probe import Probe
+from fedbench.runner.probe import Probe, torch_threads
 from fedbench.runner.sweep import run_sweep
 from fedbench.runner.table_config import expand, parse_table_config
 from tests.conftest import tiny_table_data
@@ -38,12 +38,16 @@ def _newcomer_table() -> dict:
 @pytest.mark.engine
 def test_the_probe_and_the_real_sweep_agree_within_2x(tmp_path: Path):
     plan = expand(parse_table_config(_newcomer_table()))
-    probe = Probe(plan.runs, budget=4.0)
+    # One torch thread for both, as a sweep's worker on a CPU has: a loaded machine's spinning
+    # OpenMP threads would time noise.
+    probe = Probe(plan.runs, budget=4.0, threads=1)
     estimated = [probe.seconds_of(run) for run in plan.runs]
     assert all(seconds is not None for seconds, _ in estimated), estimated
     estimate = sum(seconds for seconds, _ in estimated if seconds is not None)
     start = time.perf_counter()
-    result = run_sweep(plan, tmp_path / "out", workers=1)  # in this process, one run at a time
+    with torch_threads(1):  # in this process, one run at a time
+        result = run_sweep(plan, tmp_path / "out", workers=1)
     wall = time.perf_counter() - start
     assert {o.status for o in result.outcomes.values()} == {"completed"}
+    print(f"estimate {estimate:.1f} s, sweep {wall:.1f} s")
     assert 0.5 <= estimate / wall <= 2.0, (estimate, wall, probe.source("here"))

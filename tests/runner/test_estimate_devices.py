@@ -120,14 +120,14 @@ def _fake_trainer(clock: _FakeClock, per_step: float, first: float):
 @pytest.mark.parametrize(
     ("per_step", "share", "shape", "rounds", "step_s", "spent"),
     [
-        # A small model: the run's own round (5 clients x 10 steps), as many as the share allows,
-        # then the evaluation.
-        (0.01, 20.0, (5, 10), 16, 0.01, 20.52),
+        # A small model: the evaluation, then the run's own round (5 clients x 10 steps) as often
+        # as the share (counted after the first set-up) allows.
+        (0.01, 20.0, (5, 10), 13, 0.01, 20.02),
         # A paper-size model on a CPU, 60 s a step (first call 65 s), more than the share: the
         # warm-up step alone stands for a step (an over-estimate), no evaluation.
         (60.0, 20.0, (1, 1), 0, 65.0, 65.5),
         # 1 s a step: the run's round scaled down to 1 client x 10 steps, one timed round.
-        (1.0, 30.0, (1, 10), 1, 1.0, 33.0),
+        (1.0, 30.0, (1, 10), 1, 1.0, 35.0),
     ],
 )
 def test_the_probe_keeps_to_its_share_and_scales_a_round_that_does_not_fit(
