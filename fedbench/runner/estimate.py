@@ -43,10 +43,18 @@ from fedbench.runner.measured import (
     all_ratios,
     load_figures,
 )
-from fedbench.runner.probe import probe_config
+from fedbench.runner.probe import probe_config, suite_engine
 from fedbench.runner.table_config import Plan, PlannedRun
 
-__all__ = ["RESULTS_DIR", "duration", "estimate_lines", "load_figures", "match", "probe_config"]
+__all__ = [
+    "RESULTS_DIR",
+    "duration",
+    "estimate_lines",
+    "load_figures",
+    "match",
+    "probe_config",
+    "suite_engine",
+]
 
 #: The datasets of the suite's input shape (3x32x32 images, as its random data).
 SUITE_DATA = ("cifar10", "cifar100")
@@ -82,13 +90,6 @@ def _workload(cfg: RunConfig) -> tuple[str | None, str]:
     if cfg.model.name == "resnet18":  # the DP tables' GroupNorm ResNet-18: the BN row's step
         return "resnet18_bn", f" (for norm {cfg.model.norm})"
     return None, ""
-
-
-def suite_engine(cfg: RunConfig) -> str:
-    """The engine a run's step is measured with: `auto` is the sequential engine for every
-    paper-size model (fedbench.engine.run.resolve_engine takes the vectorised one only for
-    small compiled models on the CPU, which no suite row measures)."""
-    return "sequential" if cfg.runtime.engine == "auto" else cfg.runtime.engine
 
 
 def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
@@ -276,19 +277,11 @@ def _probe_lines(
     runs: list[PlannedRun],
     device: str,
     log: Callable[[str], None] | None,
-    workers: int | None,
+    slots: int,
+    threads: int | None,
 ) -> list[str]:
-    import os
-
-    from fedbench.runner.launcher import local_slots, visible_gpus
     from fedbench.runner.probe import Probe
 
-    gpus = visible_gpus()
-    runs_per_gpu = max(run.cfg.runtime.runs_per_gpu for run in runs)
-    slots = len(local_slots(workers, runs_per_gpu, gpus)[: len(runs)])
-    # The threads a sweep's worker gets (fedbench.runner.launcher.launch); one CPU worker trains
-    # in the sweep's own process, with torch's default.
-    threads = None if gpus or slots == 1 else max(1, (os.cpu_count() or 1) // slots)
     probe = Probe(runs, log, threads=threads)
     lines, per_run = _summarise(
         runs,
@@ -314,11 +307,12 @@ def estimate_lines(
     probe: bool = False,
     results: Path = RESULTS_DIR,
     log: Callable[[str], None] | None = None,
-    workers: int | None = None,
+    slots: int = 1,
+    threads: int | None = None,
 ) -> list[str]:
     """The dry run's estimate: from this device's measurements and then every other device's
-    (or, with `probe`, from a probe here, with the sweep's `workers`), or why there is none and
-    how to get one."""
+    (or, with `probe`, from a probe here on `threads` torch threads, for a sweep of `slots`
+    workers side by side), or why there is none and how to get one."""
     pending = _pending(plan, out)
     if not pending:
         return ["estimate: nothing to train (every run is finished)"]
@@ -329,7 +323,7 @@ def estimate_lines(
     if probe:
         if device is None:
             return here
-        return _probe_lines(pending, device, log, workers)
+        return _probe_lines(pending, device, log, slots, threads)
     known = all_figures(results)
     ratios = all_ratios(results)
     lines = []

@@ -250,9 +250,14 @@ def measure(cfg: RunConfig, label: str, share: float, tmp: Path) -> Measured:
     )
 
 
-def workload_label(cfg: RunConfig) -> str:
-    from fedbench.runner.estimate import suite_engine
+def suite_engine(cfg: RunConfig) -> str:
+    """The engine a run's step is measured with: `auto` is the sequential engine for every
+    paper-size model (fedbench.engine.run.resolve_engine takes the vectorised one only for
+    small compiled models on the CPU, which no suite row measures)."""
+    return "sequential" if cfg.runtime.engine == "auto" else cfg.runtime.engine
 
+
+def workload_label(cfg: RunConfig) -> str:
     private = " private" if cfg.privacy is not None else ""
     return (
         f"{cfg.model.name}/{cfg.data.name} B {cfg.fl.batch_size} {suite_engine(cfg)} "

@@ -16,7 +16,7 @@ from fedbench.errors import FedbenchError
 from fedbench.files import remove_stale_temporaries
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.ran import cell_label, plan_sentence
-from fedbench.runner.launcher import Outcome, launch
+from fedbench.runner.launcher import Outcome, launch, local_slots, unique_runs, visible_gpus
 from fedbench.runner.preflight import require_resources
 from fedbench.runner.report_folder import claim_report_folder, plan_fingerprint
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
@@ -128,7 +128,10 @@ def print_dry_run(
     def log(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    lines = estimate_lines(plan, out, probe=probe, log=log if probe else None, workers=workers)
+    slots, threads = probe_slots(plan, workers) if probe else (1, None)
+    lines = estimate_lines(
+        plan, out, probe=probe, log=log if probe else None, slots=slots, threads=threads
+    )
     for line in lines:
         log(line)
     if checked.missing:
@@ -140,6 +143,20 @@ def print_dry_run(
         )
     else:
         log(checked.found_line())
+
+
+def probe_slots(plan: Plan, workers: int | None) -> tuple[int, int | None]:
+    """The workers a sweep of the plan would run side by side here, and the torch threads of
+    each (fedbench.runner.launcher.launch; None: one CPU worker, which trains in the sweep's own
+    process with torch's default): what `--estimate` probes with."""
+    import os
+
+    runs = unique_runs(plan)
+    gpus = visible_gpus()
+    runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in runs), default=1)
+    slots = max(1, len(local_slots(workers, runs_per_gpu, gpus)[: len(runs)]))
+    threads = None if gpus or slots == 1 else max(1, (os.cpu_count() or 1) // slots)
+    return slots, threads
 
 
 def seeds_note(plan: Plan) -> str | None:
