@@ -149,11 +149,11 @@ class Measured:
             else "from the warm-up step alone (the budget allowed no more: an over-estimate)"
         )
         evaluation = (
-            "not measured (no time left)" if math.isnan(self.eval_s) else f"{self.eval_s:.2g} s"
+            "not measured (no time left)" if math.isnan(self.eval_s) else f"{self.eval_s:.3g} s"
         )
         return (
             f"{self.label}: {1 / self.step_s:.3g} client steps/s {rounds}, set-up "
-            f"{self.setup_s:.2g} s, evaluation {evaluation}"
+            f"{self.setup_s:.3g} s, evaluation {evaluation}"
         )
 
 
