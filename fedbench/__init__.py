@@ -19,6 +19,7 @@ _EXPORTS = {
     "run_table": "fedbench.api",
     "make_report": "fedbench.api",
     "TableResult": "fedbench.api",
+    "TableFailed": "fedbench.api",
     "RunConfig": "fedbench.config",
     "RunResult": "fedbench.engine.run",
     "FedbenchError": "fedbench.errors",

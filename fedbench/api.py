@@ -133,6 +133,24 @@ class TableResult:
         return [r for r, o in self.outcomes.items() if o.status in ("failed", "diverged")]
 
 
+class TableFailed(FedbenchError):
+    """Runs of a table failed or diverged (`fedbench run` exits with code 1): `result` is the
+    TableResult, its report built, failed cells marked. Raised by `run_table(check=True)`."""
+
+    exit_code = 1
+
+    def __init__(self, result: TableResult) -> None:
+        failed = result.failed
+        first = result.outcomes[failed[0]]
+        super().__init__(
+            f"{len(failed)} of {len(result.outcomes)} runs of {result.plan.name} failed or "
+            f"diverged (first: {failed[0]}: {first.status}: {first.error}); the report in "
+            f"{result.folder} marks their cells; run it again to retry them (finished runs are "
+            "skipped), or pass check=False to get the result back"
+        )
+        self.result = result
+
+
 def run_table(
     name: str,
     *,
@@ -143,9 +161,16 @@ def run_table(
     out: str | Path = "results",
     workers: int | None = None,
     kind: Literal["table", "ablation"] = "table",
+    check: bool = True,
 ) -> TableResult:
     """Run every (row, column, seed) of table NAME (or of ablation NAME with kind="ablation")
-    into OUT/runs/, skipping finished runs, then build its report in OUT/<table>[-<preset>]/."""
+    into OUT/runs/, skipping finished runs, then build its report in OUT/<table>[-<preset>]/.
+
+    A run that failed or diverged raises TableFailed (its `result` holds the report), as
+    `fedbench run` exits with code 1; with `check=False` the result comes back and its `failed`
+    lists them. With several worker processes, a script must call this under
+    `if __name__ == "__main__":` (each worker imports the script again): without it a
+    FedbenchError says so before any run starts."""
     from fedbench.report.build import build_report
     from fedbench.runner.sweep import make_plan, run_sweep
 
@@ -153,6 +178,8 @@ def run_table(
         raise _wrong("name", name, "a table or ablation name, or a table config's path (str)")
     if kind not in ("table", "ablation"):
         raise _wrong("kind", kind, "'table' or 'ablation'")
+    if not isinstance(check, bool):
+        raise _wrong("check", check, "True or False")
     plan = make_plan(
         name,
         kind,
@@ -162,7 +189,10 @@ def run_table(
         overrides=_strings("overrides", overrides),
     )
     result = run_sweep(plan, _path("out", out), workers=_optional_int("workers", workers))
-    return TableResult(plan, result.folder, result.outcomes, build_report(result.folder))
+    table = TableResult(plan, result.folder, result.outcomes, build_report(result.folder))
+    if check and table.failed:
+        raise TableFailed(table)
+    return table
 
 
 def make_report(folder: str | Path, *, metrics: Sequence[str] = ()) -> Report:

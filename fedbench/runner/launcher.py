@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedbench.report.ran import cell_label
+from fedbench.runner.main_guard import require_main_guard
 from fedbench.runner.seed_groups import seed_groups
 from fedbench.runner.table_config import Plan, PlannedRun
 
@@ -420,7 +421,9 @@ def _start_worker(context: Any, threads: int, gpu: str | None) -> _Worker:
 def _launch_processes(
     queue: RunQueue, out: Path, slots: list[str | None], threads: int, progress: SweepProgress
 ) -> None:
-    # spawn: a forked child of a process that loaded torch can deadlock in its thread pools.
+    # spawn: a forked child of a process that loaded torch can deadlock in its thread pools. A
+    # spawned worker imports the main script again: refuse an unguarded one before any starts.
+    require_main_guard("the sweep")
     context = multiprocessing.get_context("spawn")
     workers = [_start_worker(context, threads, gpu) for gpu in slots]
     try:

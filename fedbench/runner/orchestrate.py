@@ -98,7 +98,12 @@ def sweep(
         console.print(f"plan: {request.plan_file}", highlight=False, soft_wrap=True)
     if dry_run:
         print_dry_run(
-            plan, request.out, console=console, err_console=err_console, probe=request.estimate
+            plan,
+            request.out,
+            console=console,
+            err_console=err_console,
+            probe=request.estimate,
+            workers=request.workers,
         )
         return None
     try:

@@ -16,7 +16,7 @@ from fedbench.errors import FedbenchError
 from fedbench.files import remove_stale_temporaries
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.ran import cell_label, plan_sentence
-from fedbench.runner.launcher import Outcome, launch
+from fedbench.runner.launcher import Outcome, launch, local_slots, unique_runs, visible_gpus
 from fedbench.runner.preflight import require_resources
 from fedbench.runner.report_folder import claim_report_folder, plan_fingerprint
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
@@ -101,12 +101,18 @@ def plan_table_view(plan: Plan) -> Table:
 
 
 def print_dry_run(
-    plan: Plan, out: Path, *, console: Console, err_console: Console, probe: bool = False
+    plan: Plan,
+    out: Path,
+    *,
+    console: Console,
+    err_console: Console,
+    probe: bool = False,
+    workers: int | None = None,
 ) -> None:
     """`--dry-run`: the plan, its client steps, its estimated time, and what a real sweep would
     miss on this machine (a warning: a plan needs no data). Nothing is downloaded or written.
-    `probe` (`--estimate`) measures the plan's workloads here instead of reading this device's
-    `fedbench bench --suite` figures."""
+    `probe` (`--estimate`) measures the plan's workloads here (for a sweep of `workers`) instead
+    of reading the devices' `fedbench bench --suite` figures."""
     from fedbench.runner.estimate import estimate_lines
     from fedbench.runner.preflight import check_plan, missing_warning
 
@@ -122,7 +128,11 @@ def print_dry_run(
     def log(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    for line in estimate_lines(plan, out, probe=probe, log=log if probe else None):
+    slots, threads = probe_slots(plan, workers) if probe else (1, None)
+    lines = estimate_lines(
+        plan, out, probe=probe, log=log if probe else None, slots=slots, threads=threads
+    )
+    for line in lines:
         log(line)
     if checked.missing:
         err_console.print(
@@ -133,6 +143,20 @@ def print_dry_run(
         )
     else:
         log(checked.found_line())
+
+
+def probe_slots(plan: Plan, workers: int | None) -> tuple[int, int | None]:
+    """The workers a sweep of the plan would run side by side here, and the torch threads of
+    each (fedbench.runner.launcher.launch; None: one CPU worker, which trains in the sweep's own
+    process with torch's default): what `--estimate` probes with."""
+    import os
+
+    runs = unique_runs(plan)
+    gpus = visible_gpus()
+    runs_per_gpu = max((run.cfg.runtime.runs_per_gpu for run in runs), default=1)
+    slots = max(1, len(local_slots(workers, runs_per_gpu, gpus)[: len(runs)]))
+    threads = None if gpus or slots == 1 else max(1, (os.cpu_count() or 1) // slots)
+    return slots, threads
 
 
 def seeds_note(plan: Plan) -> str | None:

@@ -56,7 +56,9 @@ def test_a_plan_needs_no_data(tmp_path: Path, run_cli, monkeypatch) -> None:
     assert code == 0, err
     assert "8 runs (8 distinct), 96 client steps" in stdout
     assert f"estimate: none; no measurement for this device ({CPU}): use --estimate" in stdout
-    assert "fedbench bench --suite table1" in stdout and "does not exist" in stdout
+    # No file here; a CPU whose suite fedbench ships (measured under load) is named as such.
+    assert "fedbench bench --suite table1" in stdout
+    assert "does not exist" in stdout or "is marked unrepresentative" in stdout
     lines = err.strip().splitlines()
     assert lines[0].startswith("warning: tiny: 1 missing on this machine")
     assert "exit 2" in lines[0]
@@ -144,7 +146,6 @@ def test_match_says_why_a_run_has_no_figure() -> None:
     why = {
         "model.name=cnn": "model cnn",
         "data.name=fmnist": "data fmnist",
-        "privacy.clip=1.0": "privacy (per-sample gradients)",
         "runtime.precision=bf16": "resnet18_bn sequential bf16 (not measured)",
     }
     for extra, reason in why.items():
@@ -159,7 +160,7 @@ def test_a_probe_shrinks_the_run_and_stands_in_for_missing_images(tmp_path: Path
     table = parse_table_config(table_without_data(tmp_path))
     run = expand(table).runs[0]
     cfg = probe_config(run.cfg, tmp_path)
-    assert (cfg.fl.rounds, cfg.fl.local_steps, cfg.fl.batch_size) == (2, 2, 16)
+    assert (cfg.fl.local_steps, cfg.fl.batch_size) == (2, 16)
     assert cfg.data.name == "npz" and cfg.partition.clients == 2 and cfg.fl.participation == 1.0
     arrays = dict(np.load(cfg.data.path))
     # Two full batches per probe client (64), and every one of CIFAR-100's classes once.
