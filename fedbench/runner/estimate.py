@@ -102,6 +102,8 @@ def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | 
     rt = cfg.runtime
     engine = suite_engine(cfg)
     for row in rows:
+        if "client_steps_per_s" not in row:  # a row that failed or timed out measures nothing
+            continue
         if (
             row.get("workload") == workload
             and row.get("engine_requested", row.get("engine")) == engine

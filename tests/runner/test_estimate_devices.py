@@ -14,7 +14,20 @@ from fedbench.runner import measured, probe
 from fedbench.runner.estimate import estimate_lines
 from fedbench.runner.sweep import make_plan
 
-H200 = "estimate on NVIDIA H200 (measured 2026-11-26 04:57 UTC, load not recorded)"
+H200 = "estimate on NVIDIA H200 (measured 2026-11-26 23:58 UTC, load average 0.82)"
+#: The newest H200 file (make gpu-check of 2026-11-26 23:57): both Table 1 models measured.
+NEWEST = "nvidia-h200-2026-11-26-2357.json"
+
+
+def _rate(workload: str, engine: str, precision: str, compiled: bool = False) -> float:
+    data = json.loads((measured.SHIPPED_DIR / NEWEST).read_text())
+    (row,) = [
+        r
+        for r in data["rows"]
+        if (r["workload"], r["engine_requested"], r["precision"], bool(r["compile"]))
+        == (workload, engine, precision, compiled)
+    ]
+    return float(row["client_steps_per_s"])
 
 
 def _lines(monkeypatch, tmp_path: Path, table: str, *sets: str) -> list[str]:
@@ -42,17 +55,24 @@ def test_the_shipped_h200_figures_are_the_gpu_checks():
 def test_the_dry_run_gives_table1_hours_on_the_h200(monkeypatch, tmp_path: Path):
     lines = _lines(monkeypatch, tmp_path, "table1")
     line = next(x for x in lines if x.startswith(H200))
-    # 80 ResNet-18 runs x 300 rounds x 10 clients x 50 steps = 12M client steps at 106.05/s.
-    hours = 80 * 300 * 10 * 50 / 106.05 / 3600
-    assert f": {hours:,.1f} h of training for 80 of 160 runs to train (12,000,000 client" in line
-    assert "resnet18_bn sequential fp32: 106 client steps/s" in line
+    # 80 ResNet-18 and 80 ViT-Tiny runs x 300 rounds x 10 clients x 50 steps = 12M client steps
+    # each, at the newest file's sequential fp32 rates (104.01 and 171.60 client steps/s).
+    resnet, vit = (
+        _rate("resnet18_bn", "sequential", "fp32"),
+        _rate("vit_tiny", "sequential", "fp32"),
+    )
+    assert abs(resnet - 104.01) < 0.01 and abs(vit - 171.60) < 0.01
+    hours = 12_000_000 / resnet / 3600 + 12_000_000 / vit / 3600
+    assert f": {hours:,.1f} h of training for 160 of 160 runs to train (24,000,000 client" in line
+    assert "resnet18_bn sequential fp32: 104 client steps/s" in line
     at = lines.index(line)
-    assert "nvidia-h200.json" in lines[at + 1] and "measured: 2026-11-26 04:57 UTC" in lines[at + 1]
-    assert lines[at + 2] == "  not estimated: 80 with vit_tiny sequential fp32 (not measured)"
-    # bf16 on the H200: the bf16 row.
+    assert NEWEST in lines[at + 1] and "measured: 2026-11-26 23:58 UTC" in lines[at + 1]
+    # bf16 on the H200: the bf16 rows (with CUDA graphs).
     lines = _lines(monkeypatch, tmp_path, "table1", "runtime.precision=bf16")
     line = next(x for x in lines if x.startswith(H200))
-    assert f": {80 * 300 * 10 * 50 / 298.05 / 3600:,.1f} h of training for 80 of 160" in line
+    bf16 = 12_000_000 / _rate("resnet18_bn", "sequential", "bf16") / 3600
+    bf16 += 12_000_000 / _rate("vit_tiny", "sequential", "bf16") / 3600
+    assert f": {bf16:,.1f} h of training for 160 of 160" in line
 
 
 def test_private_runs_are_estimated_from_the_measured_ratio(monkeypatch, tmp_path: Path):
@@ -60,7 +80,7 @@ def test_private_runs_are_estimated_from_the_measured_ratio(monkeypatch, tmp_pat
     line = next(x for x in lines if x.startswith(H200))
     # The H200's ratio for ResNet-18 GN at B 50: ghost (its bk was not measured), 5.83x.
     ratio = 5.8323956225384075
-    rate = 106.05 / ratio
+    rate = _rate("resnet18_bn", "sequential", "fp32") / ratio
     runs = 6 * 2 * 2 * 5
     seconds = runs * 10 * 10 * 50 / rate
     assert f"not included); private runs {seconds / 3600:.1f} h ({runs} runs) at " in line
