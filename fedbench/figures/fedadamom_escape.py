@@ -1,7 +1,7 @@
 """FedAdamom's escape-rate figure (the FedAdamom summary, "escape rate experiments verify
 theory"): the escape rate Gamma from a sharp minimum against its sharpness k for FedAvgM,
 FedAdam and FedAdamom, and the exponent p of -log(Gamma) = a + b k^(-p) fitted per optimiser
-with a bootstrap interval. The experiment itself is fedbench.report.escape."""
+with a bootstrap interval. The experiment itself is fedbench.figures.escape_rate."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ class EscapeFigure(Figure):
         import pandas as pd
         import torch
 
-        from fedbench.report.escape import EscapeSetup, run_escape
+        from fedbench.figures.escape_rate import EscapeSetup, run_escape
 
         torch.set_num_threads(1)  # many tiny tensors: threads only add overhead
         setup = replace(
@@ -75,12 +75,12 @@ class EscapeFigure(Figure):
         return FigureData(pd.DataFrame(rows), {"result": result})
 
     def draw(self, data: FigureData, settings: Any) -> MplFigure:
-        from fedbench.report.escape import draw_escape_figure
+        from fedbench.figures.escape_rate import draw_escape_figure
 
         return draw_escape_figure(data.extra["result"])
 
     def claims(self, data: FigureData, settings: Any) -> list[Claim]:
-        from fedbench.report.escape import LABELS, PREDICTED_P, ExponentFit, verdict
+        from fedbench.figures.escape_rate import LABELS, PREDICTED_P, ExponentFit, verdict
 
         found = []
         for name, result in data.extra["result"]["optimizers"].items():

@@ -14,7 +14,7 @@ import torch
 
 from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo
 from fedbench.errors import FedbenchError
-from fedbench.report.escape import (
+from fedbench.figures.escape_rate import (
     EscapeSetup,
     _server,
     bootstrap_neg_log_rates,
@@ -53,7 +53,7 @@ def test_batched_server_rules_equal_the_algorithms(name: str) -> None:
 
 
 def test_styblinski_tang_critical_points_and_the_censored_rate() -> None:
-    from fedbench.report.escape import ST_A, ST_B
+    from fedbench.figures.escape_rate import ST_A, ST_B
 
     assert abs(float(st_grad(torch.tensor(ST_A, dtype=torch.float64)))) < 1e-4
     assert abs(float(st_grad(torch.tensor(ST_B, dtype=torch.float64)))) < 1e-4
