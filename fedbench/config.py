@@ -452,16 +452,6 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return path, value
 
 
-def check_set_arguments(argv: list[str]) -> None:
-    """`--set fl.rounds 5` (a space for '='): the one-line error of a `--set` without '=',
-    naming the value, before the command-line parser reads `5` as an extra argument (a usage
-    error of several lines) or as a command's CONFIG argument."""
-    for at, arg in enumerate(argv[:-2]):
-        key, value = argv[at + 1], argv[at + 2]
-        if arg == "--set" and "=" not in key and not value.startswith("-"):
-            raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
-
-
 def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:
     """Set data[path[0]][path[1]]... = value, creating mappings (or replacing null) on the way."""
     node = data

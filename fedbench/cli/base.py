@@ -98,6 +98,17 @@ def interruptible(command: Callable[..., None]) -> Callable[..., None]:
     return wrapped
 
 
+def check_set_arguments(argv: list[str]) -> None:
+    """`--set fl.rounds 5` (a space for '='): the one-line error of a `--set` without '=',
+    naming the value, before the command-line parser reads `5` as an extra argument (a usage
+    error of several lines) or as a command's CONFIG argument. Here, not in fedbench.config:
+    it runs before every command, and the run config imports torch (`--help` must not)."""
+    for at, arg in enumerate(argv[:-2]):
+        key, value = argv[at + 1], argv[at + 2]
+        if arg == "--set" and "=" not in key and not value.startswith("-"):
+            raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
+
+
 def _printable_streams() -> None:
     """Under a locale that cannot encode what fedbench prints (LC_ALL=C: ASCII), a character such
     as `±` is printed as `?` instead of failing after the work is done (files are UTF-8 anyway:
@@ -116,8 +127,6 @@ def main() -> None:
     """
     _printable_streams()
     try:
-        from fedbench.config import check_set_arguments
-
         check_set_arguments(sys.argv[1:])
         app()
     except FedbenchError as exc:
