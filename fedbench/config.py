@@ -248,6 +248,9 @@ class RuntimeConfig(Strict):
     #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
     #: where the run allows it, off on the CPU.
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
+    #: torch CPU threads of a run: auto = from the cores actually free (the CPU affinity less the
+    #: 1-minute load average, split over a sweep's workers; fedbench.threads); a number overrides.
+    threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=list,
         description="experiment trackers that also receive every metrics row, writing inside "
@@ -283,6 +286,7 @@ def _drop_speed_settings(runtime: dict[str, Any]) -> None:
         "seeds_together",
         "gpus_per_run",
         "cpus_per_run",
+        "threads",
     ):
         runtime.pop(key, None)
     # The engines are one computation (they agree to float rounding): `auto`, the default since
