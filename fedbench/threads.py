@@ -1,12 +1,15 @@
-"""How many CPU threads torch uses, chosen from the cores that are actually free, and OpenMP
-threads that sleep instead of spinning while they wait (docs/performance.md, "Threads").
+"""How many CPU threads torch uses, and OpenMP threads that sleep instead of spinning while they
+wait (docs/performance.md, "Threads on a shared machine").
 
-On a machine that other jobs share, torch's default (one thread per core) collapses: a parallel
-region waits for its slowest thread, the other jobs hold the cores, and OpenMP's waiting threads
-spin against them. Measured on the digits CNN at a load average of 2-3 on 2 cores: 27 client
-steps/s at 2 threads against 292 at one. So fedbench picks the count from the cores this process
-may run on (`os.sched_getaffinity`) less the 1-minute load average, split over the workers of a
-sweep, and asks OpenMP to wait passively (`OMP_WAIT_POLICY=PASSIVE`).
+On a machine that other jobs share, torch's default (one thread per core, OpenMP threads that
+spin while they wait) collapses: a parallel region waits for its slowest thread, the other jobs
+hold the cores, and the waiting threads spin against them. Measured on the digits CNN at a load
+average of 2-3 on 2 cores: 27 client steps/s at 2 threads against 292 at one. So fedbench asks
+OpenMP to wait passively (`OMP_WAIT_POLICY=PASSIVE`); with that, every core of a worker beat one
+thread under load (benchmarks/shared_machine.py), so the count stays one share of the cores per
+worker. Where the threads spin all the same (a policy the user set, torch loaded before
+fedbench), the count comes from the cores actually free: the CPU affinity
+(`os.sched_getaffinity`) less the 1-minute load average, split over the workers of a sweep.
 
 The wait policy is read once, when torch loads its OpenMP runtime (`import torch`), so it is set
 when fedbench itself is imported (`import fedbench`, the command line's start: neither imports
@@ -78,15 +81,24 @@ def load_average() -> float | None:
         return None
 
 
-def choose_threads(cores: int, load: float | None, workers: int = 1) -> ThreadChoice:
+def choose_threads(
+    cores: int, load: float | None, workers: int = 1, passive: bool = False
+) -> ThreadChoice:
     """Threads for each of `workers` processes on `cores` cores at a 1-minute `load`.
 
-    The free cores are `cores - load`; a core counts as free when at most half of it is in use
-    (rounding), and each worker gets its share, at least 1 and at most cores // workers. Too few
-    threads cost at most the cores left idle (< 2x on 2 cores); too many cost 10x on a loaded
-    machine (the module's docstring), so the rounding leans to fewer."""
+    Where OpenMP waits `passive`ly, each worker takes its cores (cores // workers, at least 1),
+    whatever the load: sleeping threads do not fight the other jobs, and the scheduler gives
+    each thread its share, so under load the cores still beat one thread (measured 2-2.5x on the
+    Flower anchor's workload: docs/performance.md). Where its threads spin (a policy set by the
+    user, or torch loaded before fedbench), the free cores are `cores - load`; a core counts as
+    free when at most half of it is in use (rounding), and each worker gets its share, at least
+    1 and at most cores // workers: too few threads cost at most the cores left idle, too many
+    cost 10x on a loaded machine (the module's docstring), so the rounding leans to fewer."""
     workers = max(1, workers)
     most = max(1, cores // workers)
+    if passive:
+        per = f" over {workers} workers" if workers > 1 else ""
+        return ThreadChoice(most, f"auto: {cores} cores{per}, OpenMP waits passively: {most}")
     if load is None:
         return ThreadChoice(most, f"auto: {cores} cores, no load average: {most} per worker")
     free = max(0.0, cores - load)
@@ -141,7 +153,15 @@ def threads_for_run(
     given = os.environ.get("OMP_NUM_THREADS", "")
     if given.isdigit() and int(given) > 0:
         return apply(ThreadChoice(int(given), "OMP_NUM_THREADS"))
-    return apply(choose_threads(available_cores(), load_average()))
+    return apply(choose_threads(available_cores(), load_average(), passive=waits_passively()))
+
+
+def waits_passively(environ: Any = None) -> bool:
+    """Whether OpenMP's threads sleep while they wait: in this process (the policy torch was
+    loaded with), or with `environ`, in the processes started with it (a sweep's workers)."""
+    if environ is not None:
+        return str(environ.get(WAIT_POLICY, "")).upper() == "PASSIVE"
+    return _wait_policy.upper().startswith("PASSIVE")
 
 
 def current_record() -> dict[str, Any]:

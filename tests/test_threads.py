@@ -40,6 +40,28 @@ def test_choose_threads_takes_the_free_cores(cores, load, workers, expected):
     assert choice.reason.startswith(f"auto: {cores} cores, load average {load:.2f}")
 
 
+@pytest.mark.parametrize(
+    ("cores", "load", "workers", "expected"),
+    [(2, 0.0, 1, 2), (2, 9.0, 1, 2), (8, 6.0, 2, 4), (8, 0.0, 3, 2), (2, 3.0, 2, 1)],
+)
+def test_with_passive_waiting_each_worker_takes_its_cores_whatever_the_load(
+    cores, load, workers, expected
+):
+    choice = choose_threads(cores, load, workers, passive=True)
+    assert choice.value == expected
+    assert choice.reason.endswith(f"OpenMP waits passively: {expected}")
+
+
+def test_which_processes_wait_passively(monkeypatch):
+    assert threads.waits_passively({"OMP_WAIT_POLICY": "passive"})
+    assert not threads.waits_passively({"OMP_WAIT_POLICY": "ACTIVE"})
+    assert not threads.waits_passively({})
+    monkeypatch.setattr(threads, "_wait_policy", "PASSIVE (set by fedbench)")
+    assert threads.waits_passively()
+    monkeypatch.setattr(threads, "_wait_policy", "default (torch was imported before fedbench)")
+    assert not threads.waits_passively()
+
+
 def test_choose_threads_without_a_load_average_takes_each_workers_cores():
     assert choose_threads(6, None, 2) == ThreadChoice(
         3, "auto: 6 cores, no load average: 3 per worker"
@@ -86,6 +108,8 @@ def fresh_choice(monkeypatch):
     before = torch.get_num_threads()
     for name in ("_auto", "_applied", "_last"):
         monkeypatch.setattr(threads, name, None)
+    # Threads that spin (the policy of a process that loaded torch first): the load decides.
+    monkeypatch.setattr(threads, "_wait_policy", "default (torch was imported before fedbench)")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     yield
     torch.set_num_threads(before)
@@ -109,6 +133,15 @@ def test_auto_chooses_once_per_process_from_cores_and_load(fresh_choice, monkeyp
     # An override for one run, then auto again: back to the process' choice.
     threads_for_run(2)
     assert threads_for_run("auto") == first and torch.get_num_threads() == 1
+
+
+def test_auto_with_passive_waiting_takes_the_cores(fresh_choice, monkeypatch):
+    monkeypatch.setattr(threads, "_wait_policy", "PASSIVE (set by fedbench)")
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(threads, "load_average", lambda: 2.5)
+    choice = threads_for_run("auto")
+    assert choice == ThreadChoice(2, "auto: 2 cores, OpenMP waits passively: 2")
+    assert torch.get_num_threads() == 2
 
 
 def test_auto_keeps_a_count_someone_else_set(fresh_choice, monkeypatch):

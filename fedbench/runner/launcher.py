@@ -41,7 +41,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from fedbench.report.ran import cell_label
 from fedbench.runner.seed_groups import seed_groups
 from fedbench.runner.table_config import Plan, PlannedRun
-from fedbench.threads import ThreadChoice, available_cores, choose_threads, load_average
+from fedbench.threads import (
+    ThreadChoice,
+    available_cores,
+    choose_threads,
+    load_average,
+    waits_passively,
+)
 from fedbench.threads import apply as apply_threads
 
 #: Outcomes of one run in a sweep.
@@ -381,7 +387,12 @@ def launch(
     runs_per_gpu = min(runs_per_gpu, most)
     slots = local_slots(None if workers is None else min(workers, most), runs_per_gpu, gpus)[:most]
     # Each worker's share of the cores actually free (fedbench.threads), chosen once here.
-    threads = choose_threads(available_cores(), load_average(), workers=len(slots))
+    threads = choose_threads(
+        available_cores(),
+        load_average(),
+        workers=len(slots),
+        passive=waits_passively(os.environ),  # the workers inherit it
+    )
     progress = SweepProgress(console, len(runs), len(slots), plan.name)
     queue = RunQueue(runs, groups)
     try:
