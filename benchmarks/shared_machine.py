@@ -1,7 +1,9 @@
 """fedbench's speed on a machine that other jobs share (docs/performance.md, "Threads").
 
 Runs the Flower anchor's workload (digits CNN, 20 clients, 5 a round, 20 SGD steps of batch 32:
-FedAvg) with `fedbench bench --json`, each variant in a fresh process, twice: as the machine is
+FedAvg) with `fedbench bench --json`, each variant in a fresh process, `--cycles` times
+interleaved (the best is kept, as `fedbench bench` keeps its best repeat), in two conditions: as
+the machine is
 ("quiet": no load of ours), and under a synthetic competing load of N busy-loop processes
 (default: one per core), started `--settle` seconds before the first loaded measurement so that
 the 1-minute load average fedbench reads has risen (the loops end by themselves after a bounded
@@ -9,7 +11,6 @@ time, and are killed at the end in any case). Variants:
 
 - `fedbench`: fedbench's own choice (runtime.threads auto, OMP_WAIT_POLICY=PASSIVE);
 - `1 thread`: `--threads 1` (the setting to beat);
-- `all cores, passive`: `--threads <cores>` with fedbench's passive wait policy (the policy alone);
 - `all cores, spinning`: `--threads <cores>` with OpenMP's default wait policy (what fedbench did
   before: torch's default thread count, OpenMP threads spinning while they wait).
 
@@ -17,7 +18,7 @@ It prints, and writes as JSON and Markdown (`--json`, `--markdown`), client step
 and condition, the load average at each measurement, fedbench's loaded / quiet speed and
 fedbench / one thread under load. The targets: within 1.5x of quiet, never slower than one thread.
 
-    python benchmarks/shared_machine.py [--busy N] [--settle 60] [--rounds 3] [--repeats 1]
+    python benchmarks/shared_machine.py [--busy N] [--settle 60] [--rounds 3] [--cycles 3]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ algorithm: {name: fedavg}
 #: An OMP_WAIT_POLICY value libgomp does not know: it warns once and keeps its default policy,
 #: while fedbench leaves a value set by the user alone (so this reproduces the old behaviour).
 OPENMP_DEFAULT = "default"
+SPINNING = "all cores, spinning"
 
 
 def cores() -> int:
@@ -58,8 +60,7 @@ def variants(n_cores: int) -> dict[str, tuple[list[str], dict[str, str]]]:
     return {
         "fedbench": ([], {}),
         "1 thread": (["--threads", "1"], {}),
-        "all cores, passive": (["--threads", str(n_cores)], {}),
-        "all cores, spinning": (["--threads", str(n_cores)], {"OMP_WAIT_POLICY": OPENMP_DEFAULT}),
+        SPINNING: (["--threads", str(n_cores)], {"OMP_WAIT_POLICY": OPENMP_DEFAULT}),
     }
 
 
@@ -113,41 +114,60 @@ def busy_loops(n: int, seconds: float) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(n)]
 
 
+def _condition(
+    label: str, config: Path, table: dict[str, Any], args: Any, rows: list[dict[str, Any]]
+) -> None:
+    """`args.cycles` rounds of every variant, interleaved (a load that changes meanwhile hits
+    them all); the spinning variant once (it is the slow one)."""
+    for cycle in range(args.cycles):
+        for name, (options, env) in table.items():
+            if name == SPINNING and cycle > 0:
+                continue
+            row = bench(config, options, env, args)
+            rows.append({"condition": label, "variant": name, "cycle": cycle, **row})
+            print(
+                f"{label:14} {name:22} {_speed(row):>24} client steps/s "
+                f"({row['threads']} threads; load {row['load_before']})",
+                flush=True,
+            )
+
+
+def best(rows: list[dict[str, Any]], condition: str, variant: str) -> float:
+    """The best speed of a variant over the cycles (as `fedbench bench` keeps its best repeat:
+    the other jobs only ever slow a measurement down)."""
+    return max(
+        r["client_steps_per_s"]
+        for r in rows
+        if r["condition"] == condition and r["variant"] == variant
+    )
+
+
 def measure(args: Any) -> dict[str, Any]:
     n_cores = cores()
     busy = n_cores if args.busy is None else args.busy
     table = variants(n_cores)
     rows: list[dict[str, Any]] = []
+    loaded_label = f"{busy} busy loops"
     with tempfile.TemporaryDirectory(prefix="fedbench-shared-") as tmp:
         config = Path(tmp) / "flower_anchor.yaml"
         config.write_text(WORKLOAD)
-        for name, (options, env) in table.items():
-            row = bench(config, options, env, args)
-            rows.append({"condition": "quiet", "variant": name, **row})
-            print(
-                f"quiet   {name:22} {row['client_steps_per_s']:7.1f} client steps/s "
-                f"({row['threads']} threads; load {row['load_before']})",
-                flush=True,
-            )
-        budget = args.settle + len(table) * args.timeout
+        _condition("quiet", config, table, args, rows)
+        budget = args.settle + (len(table) * args.cycles + 1) * args.timeout
         loops = busy_loops(busy, budget)
         try:
             time.sleep(args.settle)
-            for name, (options, env) in table.items():
-                row = bench(config, options, env, args)
-                rows.append({"condition": f"{busy} busy loops", "variant": name, **row})
-                print(
-                    f"loaded  {name:22} {row['client_steps_per_s']:7.1f} client steps/s "
-                    f"({row['threads']} threads; load {row['load_before']})",
-                    flush=True,
-                )
+            _condition(loaded_label, config, table, args, rows)
         finally:
             for process in loops:
                 process.kill()
                 process.wait()
-    speed = {(r["condition"] == "quiet", r["variant"]): r["client_steps_per_s"] for r in rows}
-    quiet, loaded = speed[(True, "fedbench")], speed[(False, "fedbench")]
-    one = speed[(False, "1 thread")]
+    speeds = {
+        (condition, name): best(rows, condition, name)
+        for condition in ("quiet", loaded_label)
+        for name in table
+    }
+    quiet, loaded = speeds[("quiet", "fedbench")], speeds[(loaded_label, "fedbench")]
+    one = speeds[(loaded_label, "1 thread")]
     return {
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cores": n_cores,
@@ -155,11 +175,16 @@ def measure(args: Any) -> dict[str, Any]:
         "settle_s": args.settle,
         "rounds": args.rounds,
         "repeats": args.repeats,
+        "cycles": args.cycles,
         "rows": rows,
+        "best": [
+            {"condition": c, "variant": v, "client_steps_per_s": round(x, 1)}
+            for (c, v), x in speeds.items()
+        ],
         "quiet_over_loaded": round(quiet / loaded, 2),
         "loaded_vs_one_thread": round(loaded / one, 2),
         "within_1_5x_of_quiet": quiet / loaded <= 1.5,
-        "not_slower_than_one_thread": loaded >= one * 0.95,  # 5%: the noise of one repeat
+        "not_slower_than_one_thread": loaded >= one,
     }
 
 
@@ -185,6 +210,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"{_speed(row)} | {row['load_before']} | "
             f"{row.get('omp_wait_policy', '?')} |"
         )
+    lines += ["", "Best of the cycles:", "", "| condition | variant | client steps/s |"]
+    lines += ["| --- | --- | --- |"]
+    lines += [
+        f"| {b['condition']} | {b['variant']} | "
+        f"{b['client_steps_per_s'] or 'every try timed out'} |"
+        for b in result["best"]
+    ]
     lines += [
         "",
         f"fedbench quiet / loaded: {result['quiet_over_loaded']}x (target <= 1.5x); "
@@ -201,6 +233,9 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--cycles", type=int, default=3, help="interleaved measurements of each variant"
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per bench process")
     parser.add_argument(
         "--json", type=Path, default=ROOT / "benchmarks/results/shared-machine.json"

@@ -248,8 +248,9 @@ class RuntimeConfig(Strict):
     #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
     #: where the run allows it, off on the CPU.
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
-    #: torch CPU threads of a run: auto = from the cores actually free (the CPU affinity less the
-    #: 1-minute load average, split over a sweep's workers; fedbench.threads); a number overrides.
+    #: torch CPU threads of a run: auto = the CPU affinity's cores split over a sweep's workers
+    #: where OpenMP waits passively (fedbench's default), else the free ones (less the 1-minute
+    #: load average; fedbench.threads); a number overrides.
     threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=list,
