@@ -6,8 +6,8 @@ spin while they wait) collapses: a parallel region waits for its slowest thread,
 hold the cores, and the waiting threads spin against them. Measured on the digits CNN at a load
 average of 2-3 on 2 cores: 27 client steps/s at 2 threads against 292 at one. So fedbench asks
 OpenMP to wait passively (`OMP_WAIT_POLICY=PASSIVE`); with that, every core of a worker beat one
-thread under load (benchmarks/shared_machine.py), so the count stays one share of the cores per
-worker. Where the threads spin all the same (a policy the user set, torch loaded before
+thread under load in each measured cycle (benchmarks/shared_machine.py), so the count stays one
+share of the cores per worker. Where the threads spin all the same (a policy the user set, torch loaded before
 fedbench), the count comes from the cores actually free: the CPU affinity
 (`os.sched_getaffinity`) less the 1-minute load average, split over the workers of a sweep.
 
@@ -88,8 +88,8 @@ def choose_threads(
 
     Where OpenMP waits `passive`ly, each worker takes its cores (cores // workers, at least 1),
     whatever the load: sleeping threads do not fight the other jobs, and the scheduler gives
-    each thread its share, so under load the cores still beat one thread (measured 2-2.5x on the
-    Flower anchor's workload: docs/performance.md). Where its threads spin (a policy set by the
+    each thread its share, so under load the cores still beat one thread (1.1-4.9x per cycle on
+    the Flower anchor's workload: docs/performance.md). Where its threads spin (a policy set by the
     user, or torch loaded before fedbench), the free cores are `cores - load`; a core counts as
     free when at most half of it is in use (rounding), and each worker gets its share, at least
     1 and at most cores // workers: too few threads cost at most the cores left idle, too many
@@ -153,7 +153,10 @@ def threads_for_run(
     given = os.environ.get("OMP_NUM_THREADS", "")
     if given.isdigit() and int(given) > 0:
         return apply(ThreadChoice(int(given), "OMP_NUM_THREADS"))
-    return apply(choose_threads(available_cores(), load_average(), passive=waits_passively()))
+    # torch's own default counts physical cores (the affinity counts hyperthreads, which slow
+    # these loops down): never more than it, so that a quiet machine runs as it did before.
+    cores = min(available_cores(), current)
+    return apply(choose_threads(cores, load_average(), passive=waits_passively()))
 
 
 def waits_passively(environ: Any = None) -> bool:

@@ -111,6 +111,9 @@ def fresh_choice(monkeypatch):
     # Threads that spin (the policy of a process that loaded torch first): the load decides.
     monkeypatch.setattr(threads, "_wait_policy", "default (torch was imported before fedbench)")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    # torch's default caps the choice (the physical cores): above every count mocked below, on
+    # any machine the tests run on.
+    torch.set_num_threads(8)
     yield
     torch.set_num_threads(before)
 
@@ -142,6 +145,13 @@ def test_auto_with_passive_waiting_takes_the_cores(fresh_choice, monkeypatch):
     choice = threads_for_run("auto")
     assert choice == ThreadChoice(2, "auto: 2 cores, OpenMP waits passively: 2")
     assert torch.get_num_threads() == 2
+
+
+def test_auto_takes_no_more_than_torchs_default_of_physical_cores(fresh_choice, monkeypatch):
+    monkeypatch.setattr(threads, "_wait_policy", "PASSIVE (set by fedbench)")
+    monkeypatch.setattr(threads, "available_cores", lambda: 8)  # 4 cores, 2 hyperthreads each
+    torch.set_num_threads(4)  # torch's default: the physical cores
+    assert threads_for_run("auto") == ThreadChoice(4, "auto: 4 cores, OpenMP waits passively: 4")
 
 
 def test_auto_keeps_a_count_someone_else_set(fresh_choice, monkeypatch):
