@@ -10,6 +10,11 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
+from fedbench.threads import passive_wait_policy
+
+# Before anything imports torch, which reads OMP_WAIT_POLICY once (fedbench.threads).
+passive_wait_policy()
+
 __version__ = "0.1.0"
 
 #: public name -> the module that defines it

@@ -255,6 +255,10 @@ class RuntimeConfig(Strict):
     #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
     #: where the run allows it, off on the CPU.
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
+    #: torch CPU threads of a run: auto = the CPU affinity's cores split over a sweep's workers
+    #: where OpenMP waits passively (fedbench's default), else the free ones (less the 1-minute
+    #: load average; fedbench.threads); a number overrides.
+    threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=list,
         description="experiment trackers that also receive every metrics row, writing inside "
@@ -305,6 +309,7 @@ def _drop_speed_settings(runtime: dict[str, Any]) -> None:
         "seeds_together",
         "gpus_per_run",
         "cpus_per_run",
+        "threads",
     ):
         runtime.pop(key, None)
     # The engines are one computation (they agree to float rounding): `auto`, the default since
@@ -465,16 +470,6 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     except yaml.YAMLError:
         value = raw
     return path, value
-
-
-def check_set_arguments(argv: list[str]) -> None:
-    """`--set fl.rounds 5` (a space for '='): the one-line error of a `--set` without '=',
-    naming the value, before the command-line parser reads `5` as an extra argument (a usage
-    error of several lines) or as a command's CONFIG argument."""
-    for at, arg in enumerate(argv[:-2]):
-        key, value = argv[at + 1], argv[at + 2]
-        if arg == "--set" and "=" not in key and not value.startswith("-"):
-            raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
 
 
 def set_path(data: dict[str, Any], path: list[str], value: Any) -> None:

@@ -18,6 +18,14 @@ from fedbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# One torch thread count in this process and in every fedbench process a test starts: left to
+# itself fedbench picks it from the machine's load (fedbench.threads), and runs agree to the last
+# digit only at one count (a resumed run against an uninterrupted one). After fedbench: its
+# import sets OpenMP's passive wait policy, which torch reads when it loads.
+import torch  # noqa: E402
+
+os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
 
 @pytest.fixture
 def run_cli(monkeypatch, capsys):

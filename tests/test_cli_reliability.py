@@ -110,3 +110,42 @@ def test_folder_row_splits_after_the_table_folder(tmp_path: Path):
     assert compare.split_side(f"{folder}:Fed:Avg") == (str(folder), ":", "Fed:Avg")
     assert compare.split_side("nowhere:x:y") == ("nowhere:x", ":", "y")
     assert compare.split_side("no-colon") == ("no-colon", "", "")
+
+
+def _terminated(*args, **kwargs):
+    import os
+    import signal
+    import time
+
+    # Without fedbench's handler the signal would end the test process itself.
+    assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None), "no SIGTERM handler"
+    os.kill(os.getpid(), signal.SIGTERM)  # `kill PID`, `timeout`, a scheduler's time limit
+    time.sleep(5)  # the signal ends the command long before this
+    raise AssertionError("SIGTERM did not end the command")
+
+
+def test_sigterm_ends_a_sweep_as_ctrl_c_does_with_its_resume_line_and_exit_143(
+    tmp_path: Path, tiny_table_path: Path, run_cli, monkeypatch
+):
+    import signal
+
+    from fedbench.runner import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", _terminated)
+    before = signal.getsignal(signal.SIGTERM)
+    code, _, err = run_cli("run", str(tiny_table_path), "--out", str(tmp_path))
+    assert code == 143, err
+    assert err.startswith("interrupted") and err.count("\n") == 1
+    assert err.rstrip().endswith(f"resume: fedbench run {tiny_table_path} --out {tmp_path}")
+    assert signal.getsignal(signal.SIGTERM) is before  # the command's handler is gone
+
+
+def test_sigterm_in_any_command_is_one_resume_line(run_cli, monkeypatch):
+    from fedbench import catalog
+
+    monkeypatch.setattr(catalog, "catalog", _terminated)
+    code, _, err = run_cli("list", "tables")
+    assert code == 143
+    assert err.startswith("interrupted; finished work is kept") and err.rstrip().endswith(
+        "resume: fedbench list tables"
+    )

@@ -141,3 +141,33 @@ def test_the_graph_sees_function_level_and_package_imports() -> None:
         not in import_graph(typing=True)["fedbench.algorithms.hyperparams"]
     )
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == {frozenset("abc")}
+
+
+#: What the command line must not load before it has parsed its arguments: each costs seconds on
+#: a loaded machine (torch alone 1-3 s), and `--help` needs none of them.
+HEAVY_MODULES = ("torch", "timm", "transformers", "pandas", "matplotlib", "scipy", "opacus")
+#: The command lines that only parse: the app's help and version, and every command's help.
+PARSE_ONLY = [["--help"], ["--version"], ["list", "--help"], ["run", "--help"], ["bench", "--help"]]
+
+
+def test_parsing_the_command_line_imports_no_heavy_module() -> None:
+    # A fresh interpreter per command line: this test's own process has torch loaded already.
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from fedbench.cli import main\n"
+        "sys.argv = ['fedbench', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    for argv in PARSE_ONLY:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == "[]", (argv, done.stderr)

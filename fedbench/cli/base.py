@@ -2,8 +2,11 @@
 
 import functools
 import shlex
+import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -98,6 +101,49 @@ def interruptible(command: Callable[..., None]) -> Callable[..., None]:
     return wrapped
 
 
+def check_set_arguments(argv: list[str]) -> None:
+    """`--set fl.rounds 5` (a space for '='): the one-line error of a `--set` without '=',
+    naming the value, before the command-line parser reads `5` as an extra argument (a usage
+    error of several lines) or as a command's CONFIG argument. Here, not in fedbench.config:
+    it runs before every command, and the run config imports torch (`--help` must not)."""
+    for at, arg in enumerate(argv[:-2]):
+        key, value = argv[at + 1], argv[at + 2]
+        if arg == "--set" and "=" not in key and not value.startswith("-"):
+            raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
+
+
+#: The exit code of a command that SIGTERM ended (128 + 15, what a shell reports for a killed
+#: one), after the same resume line as a Ctrl-C.
+TERMINATED_EXIT_CODE = 143
+
+
+@contextmanager
+def sigterm_as_ctrl_c() -> Iterator[list[int]]:
+    """Within the block, SIGTERM (`kill`, `timeout`, a batch scheduler's time limit) acts as
+    Ctrl-C: it raises SIGINT in this process, so the same code runs (a file being written is
+    finished first: fedbench.files.interrupts_deferred; the launcher stops its workers; the
+    command prints the line that resumes it). Where SIGINT is ignored (a background job of a
+    script) it raises KeyboardInterrupt itself. Yields the list of SIGTERMs received, so that
+    `main` exits with TERMINATED_EXIT_CODE. The one place the command line handles SIGTERM:
+    extend it here (e.g. to clean up) rather than installing another handler."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            raise KeyboardInterrupt
+        signal.raise_signal(signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _printable_streams() -> None:
     """Under a locale that cannot encode what fedbench prints (LC_ALL=C: ASCII), a character such
     as `±` is printed as `?` instead of failing after the work is done (files are UTF-8 anyway:
@@ -115,15 +161,19 @@ def main() -> None:
     does a full or read-only disk (one line, fedbench.os_errors).
     """
     _printable_streams()
-    try:
-        from fedbench.config import check_set_arguments
+    with sigterm_as_ctrl_c() as terminated:
+        _run_app(terminated)
 
+
+def _run_app(terminated: list[int]) -> None:
+    try:
         check_set_arguments(sys.argv[1:])
         app()
     except FedbenchError as exc:
         prefix = "" if isinstance(exc, Interrupted) else "error: "
         err_console.print(f"{prefix}{exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        interrupted = isinstance(exc, Interrupted) and terminated
+        sys.exit(TERMINATED_EXIT_CODE if interrupted else exc.exit_code)
     except OSError as exc:  # a full or read-only disk: one line (fedbench.os_errors)
         from fedbench.os_errors import disk_error_line
 

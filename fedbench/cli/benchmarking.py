@@ -22,7 +22,11 @@ def bench(
     ] = 3,
     threads: Annotated[
         int | None,
-        typer.Option("--threads", min=1, help="torch CPU threads (default: torch's choice)."),
+        typer.Option(
+            "--threads",
+            min=1,
+            help="torch CPU threads (default: runtime.threads, else chosen from the free cores).",
+        ),
     ] = None,
     json_: Annotated[
         bool, typer.Option("--json", help="Print one JSON object as the last line.")

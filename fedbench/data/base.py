@@ -93,9 +93,12 @@ def check_root(cfg: DataConfig) -> None:
     root = Path(cfg.root).expanduser()
     if not root.is_dir():
         what = "is not a folder" if root.exists() else "does not exist"
+        default = data_root(cfg.model_copy(update={"root": None})).resolve()
+        source = "$FEDBENCH_DATA" if os.environ.get("FEDBENCH_DATA") else "the default"
         raise FedbenchError(
             f"dataset {cfg.name} not found: data.root {root} {what}; create it and put the data "
-            "there, or drop data.root (default: $FEDBENCH_DATA, else ~/.cache/fedbench/data)"
+            f"there, or drop data.root to read {default} ({source}; $FEDBENCH_DATA, else "
+            "~/.cache/fedbench/data)"
         )
 
 

@@ -34,6 +34,7 @@ from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.listing import Listing
 from fedbench.step import Objective
+from fedbench.threads import current_record
 
 
 def _sync(device: torch.device) -> None:
@@ -165,6 +166,8 @@ def run_bench(
         "peak_mem_mb": peak_memory_mb(device),
         "engine_peak_mem_mb": engine_peak,
         "threads": torch.get_num_threads(),
+        "threads_reason": current_record()["reason"],
+        "omp_wait_policy": current_record()["omp_wait_policy"],
     }
 
 

@@ -291,8 +291,12 @@ def measure(
         return result, path
     from fedbench.config import load_run_config
     from fedbench.engine.bench import run_bench
+    from fedbench.threads import threads_for_run
 
     cfg = load_run_config(config, overrides)
-    if threads is not None:
-        torch.set_num_threads(threads)
+    # As a run chooses them (runtime.threads, else the free cores); --threads overrides both.
+    if threads is None:
+        threads_for_run(cfg.runtime.threads)
+    else:
+        threads_for_run(threads, source="--threads")
     return run_bench(cfg, rounds=rounds, warmup=warmup, repeats=repeats), None

@@ -50,6 +50,7 @@ from fedbench.models.representation import represent_with, representation_split
 from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
 from fedbench.step import Objective
+from fedbench.threads import current_record
 
 #: The server-state entry of the engine's client-level DP state (the adaptive clip C).
 CLIENT_DP_KEY = "client_level_dp"
@@ -516,6 +517,8 @@ class Engine:
             # CPU sums split over threads round differently: a run reproduces to the last
             # digit only at the same count (a sweep's CPU workers use one thread each).
             "torch_threads": torch.get_num_threads(),
+            # how many threads and why: runtime.threads, or chosen from the free cores
+            "threads": current_record(),
             "data_source": s.data.source,
             "git": git_state(),
             "versions": {

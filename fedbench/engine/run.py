@@ -21,6 +21,7 @@ from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.errors import FedbenchError
 from fedbench.files import remove_stale_temporaries
+from fedbench.threads import threads_for_run
 
 
 @dataclass
@@ -72,6 +73,7 @@ def train(
     folder = RunFolder.for_config(out, cfg)
     if folder.is_finished():
         return finished_run(folder, save_model)
+    threads_for_run(cfg.runtime.threads)  # before the data and model are built
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
     check_loggers(cfg.runtime.loggers)
     with folder.lock(wait=wait):

@@ -32,6 +32,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.seeds import SeedsEngine, share_data, stack_problem
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
+from fedbench.threads import threads_for_run
 
 #: What each run of a group came to: its result, or the exception `train` would have raised.
 Ended = RunResult | BaseException
@@ -52,6 +53,8 @@ def train_together(
     error it failed with, its `failed` summary written). `prepare` builds a run's setup (tests
     build float64 ones)."""
     ended: dict[int, Ended] = {}
+    if cfgs:  # the seeds of one cell: one runtime section
+        threads_for_run(cfgs[0].runtime.threads)
     folders = [RunFolder.for_config(out, cfg) for cfg in cfgs]
     setups: dict[int, RunSetup] = {}
     for i, (cfg, folder) in enumerate(zip(cfgs, folders, strict=True)):

@@ -346,10 +346,14 @@ class LongSetting:
         paper's setting as paper_<key> and paper_mean_at_paper_setting,
         paper_std_at_paper_setting), then the rest (the 95 % interval of the mean ci95_low,
         ci95_high, the run counts, best, test, p_vs_best, p_holm, tie)."""
-        setting = [*self.keys, *self.extra] if self.differs else list(self.keys)
-        if "partition.kind" in setting:  # the settings each kind reads, blank where it does not
-            setting += [k for k in KIND_FACTS if k not in setting]
-        setting += [k for k in dict.fromkeys(self.stated) if k not in setting]
+        others = [*self.extra] if self.differs else []
+        if "partition.kind" in [*self.keys, *others]:  # what each kind reads, blank where not
+            others += KIND_FACTS
+        others += self.stated
+        # One order whatever ran first (setting_order): the same columns in the same places
+        # from one sweep to the next.
+        rest_of_setting = [k for k in dict.fromkeys(others) if k not in self.keys]
+        setting = [*self.keys, *sorted(rest_of_setting, key=setting_order)]
         stats = list(SUMMARY_COLUMNS[1:5])
         if self.differs and self.has_paper:
             paper_cols = [
@@ -388,6 +392,16 @@ class LongSetting:
 
 
 PAPER_COLUMNS = ("paper_mean", "paper_std")
+#: The run config's sections in the order a config file lists them (RunConfig's fields).
+SECTIONS = ("seed", "data", "partition", "model", "fl", "algorithm", "privacy", "eval", "runtime")
+
+
+def setting_order(key: str) -> tuple[int, str]:
+    """summary.csv's order of the setting columns after the grid keys: by the run config's
+    section (data, partition, model, fl, algorithm, privacy, eval, runtime), alphabetically
+    within a section; a key of no known section last."""
+    section = key.split(".")[0]
+    return (SECTIONS.index(section) if section in SECTIONS else len(SECTIONS), key)
 
 
 def _value(cfg: Cfg, key: str) -> Any:

@@ -331,22 +331,30 @@ def stated_settings(cfg: Cfg) -> dict[str, Any]:
     differ from the built-in defaults (its algorithm's, its privacy section's), flattened,
     beyond those the FACTS sentence states, plus algorithm.name; {} for a config this version
     cannot read."""
+    return _settings(cfg)[0]
+
+
+def _settings(cfg: Cfg) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(stated_settings, every acting field beyond the FACTS with its effective value: the one
+    that ran, default or not)."""
     from fedbench.config import RunConfig, parse_run_config
     from fedbench.errors import FedbenchError
 
     try:
         run = parse_run_config(json.loads(json.dumps(cfg)))
     except FedbenchError:
-        return {}
+        return {}, {}
     privacy = type(run.privacy)() if run.privacy is not None else None
     defaults = flatten(RunConfig(algorithm=type(run.algorithm)(), privacy=privacy).to_dict())
-    out = {"algorithm.name": run.algorithm.name}
+    stated = {"algorithm.name": run.algorithm.name}
+    effective = dict(stated)
     for key, value in flatten(run.acting_data()).items():
         if key.startswith(UNSTATED_PREFIXES) or key in FACT_FIELDS:
             continue
+        effective[key] = value
         if key not in defaults or value != defaults[key]:
-            out[key] = value
-    return out
+            stated[key] = value
+    return stated, effective
 
 
 @dataclass(frozen=True)
@@ -387,10 +395,14 @@ def _text(value: Any) -> str:
 
 def scope_settings(runs: list[tuple[str, str, Cfg]], grid_keys: Iterable[str]) -> Scoped:
     """stated_settings of every (row label, column key, run config), sorted by where each
-    applies (Scoped). Grid keys are left out: the column headers name them."""
-    stated = [(row, col, stated_settings(cfg)) for row, col, cfg in runs]
+    applies (Scoped). Grid keys are left out: the column headers name them. A key some run
+    states is shown with its effective value in every run that has it: FedAvg's lr at its
+    default still reads `lr=0.1` beside FedAdam's stated `lr=0.05`."""
+    settings = [(row, col, _settings(cfg)) for row, col, cfg in runs]
+    stated = [(row, col, effective) for row, col, (_, effective) in settings]
     skip = set(grid_keys)
-    keys = [k for k in dict.fromkeys(k for _, _, s in stated for k in s) if k not in skip]
+    named = (k for _, _, (s, _) in settings for k in s)
+    keys = [k for k in dict.fromkeys(named) if k not in skip]
     base: dict[str, str] = {}
     columns: list[str] = []
     rows: dict[str, dict[str, str]] = {row: {} for row in dict.fromkeys(r for r, _, _ in stated)}

@@ -1,8 +1,9 @@
 """The local launcher: runs a plan's runs in worker processes on this machine.
 
 Slots: `runtime.runs_per_gpu` worker processes per GPU (each pinned to its GPU with
-CUDA_VISIBLE_DEVICES), else one per CPU core with one torch thread each (so that the workers do
-not oversubscribe the cores). The launcher watches every worker: one that dies (a SIGKILL, the OOM
+CUDA_VISIBLE_DEVICES), else one per CPU core; each worker takes its share of the cores as torch
+threads (fedbench.threads: of the free ones where OpenMP's threads spin), so that the workers
+neither oversubscribe the cores nor spin against other jobs. The launcher watches every worker: one that dies (a SIGKILL, the OOM
 killer, a segfault) costs only the run it was training, which is retried once on a fresh worker
 (resuming from its checkpoint) before it is recorded as failed; a run that failed with an error is
 retried once the same way. The same policy (`RunQueue`) drives the Ray launcher.
@@ -41,6 +42,14 @@ from fedbench.report.ran import cell_label
 from fedbench.runner.main_guard import require_main_guard
 from fedbench.runner.seed_groups import seed_groups
 from fedbench.runner.table_config import Plan, PlannedRun
+from fedbench.threads import (
+    ThreadChoice,
+    available_cores,
+    choose_threads,
+    load_average,
+    waits_passively,
+)
+from fedbench.threads import apply as apply_threads
 
 #: Outcomes of one run in a sweep.
 OK_STATUSES = ("completed", "unsupported")
@@ -385,7 +394,13 @@ def launch(
     most = max(1, len(groups))
     runs_per_gpu = min(runs_per_gpu, most)
     slots = local_slots(None if workers is None else min(workers, most), runs_per_gpu, gpus)[:most]
-    threads = max(1, (os.cpu_count() or 1) // len(slots))
+    # Each worker's share of the cores (fedbench.threads), chosen once here.
+    threads = choose_threads(
+        available_cores(),
+        load_average(),
+        workers=len(slots),
+        passive=waits_passively(os.environ),  # the workers inherit it
+    )
     progress = SweepProgress(console, len(runs), len(slots), plan.name)
     queue = RunQueue(runs, groups)
     try:
@@ -410,7 +425,7 @@ class _Worker:
     task: Task | None = None  # the run it is training now
 
 
-def _start_worker(context: Any, threads: int, gpu: str | None) -> _Worker:
+def _start_worker(context: Any, threads: ThreadChoice, gpu: str | None) -> _Worker:
     conn, child_conn = context.Pipe()
     process = context.Process(target=_worker_main, args=(threads, gpu, child_conn), daemon=True)
     process.start()
@@ -419,7 +434,11 @@ def _start_worker(context: Any, threads: int, gpu: str | None) -> _Worker:
 
 
 def _launch_processes(
-    queue: RunQueue, out: Path, slots: list[str | None], threads: int, progress: SweepProgress
+    queue: RunQueue,
+    out: Path,
+    slots: list[str | None],
+    threads: ThreadChoice,
+    progress: SweepProgress,
 ) -> None:
     # spawn: a forked child of a process that loaded torch can deadlock in its thread pools. A
     # spawned worker imports the main script again: refuse an unguarded one before any starts.
@@ -444,7 +463,7 @@ def _launch_processes(
 
 
 def _assign(
-    queue: RunQueue, workers: list[_Worker], out: Path, context: Any, threads: int
+    queue: RunQueue, workers: list[_Worker], out: Path, context: Any, threads: ThreadChoice
 ) -> list[_Worker]:
     """Give each idle worker the next run (replacing workers that died); return the busy ones."""
     for i, worker in enumerate(workers):
@@ -479,7 +498,7 @@ def _receive(worker: _Worker, task: Task) -> list[Outcome]:
     return [Outcome(run.run_id, "failed", f"worker process died ({how})") for run in task.runs]
 
 
-def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
+def _worker_main(threads: ThreadChoice, gpu: str | None, conn: Connection) -> None:
     """A worker process: runs (configs, out, wait) messages one by one until None (the configs
     of one run, or of seeds trained together)."""
     _die_with_parent()
@@ -487,9 +506,7 @@ def _worker_main(threads: int, gpu: str | None, conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before torch initialises CUDA
-    import torch
-
-    torch.set_num_threads(threads)
+    apply_threads(threads)  # a run's runtime.threads, where set, overrides it
     while True:
         try:
             message = conn.recv()

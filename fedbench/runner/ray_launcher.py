@@ -45,9 +45,11 @@ def import_ray() -> Any:
 def _run_task(cfg_data: dict[str, Any], out: str, wait: bool, threads: int) -> Outcome:
     """The body of one Ray task (in a Ray worker process)."""
     import ray
-    import torch
 
-    torch.set_num_threads(threads)
+    from fedbench.threads import ThreadChoice, apply
+
+    # The task's CPUs are Ray's to give: no load-based choice (a run's runtime.threads overrides).
+    apply(ThreadChoice(threads, "Ray task: runtime.cpus_per_run"))
     outcome = run_one(cfg_data, out, wait=wait)
     outcome.node = ray.get_runtime_context().get_node_id()[:8]
     return outcome

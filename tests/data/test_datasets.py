@@ -139,3 +139,18 @@ def test_random_crop_flip_shifts_within_padding():
     # every output value is either a pixel of the same image or the pad value
     for i in range(2):
         assert set(out[i].flatten().tolist()) <= set(x[i].flatten().tolist()) | {-5.0}
+
+
+def test_a_wrong_data_root_names_the_location_fedbench_would_use_instead(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDBENCH_DATA", str(tmp_path / "shared"))
+    with pytest.raises(FedbenchError) as info:
+        load_dataset(DataConfig(name="digits", root=str(tmp_path / "typo"), download=False))
+    assert f"drop data.root to read {(tmp_path / 'shared').resolve()} ($FEDBENCH_DATA;" in str(
+        info.value
+    )
+    monkeypatch.delenv("FEDBENCH_DATA")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(FedbenchError) as info:
+        load_dataset(DataConfig(name="digits", root=str(tmp_path / "typo"), download=False))
+    default = (tmp_path / "home" / ".cache" / "fedbench" / "data").resolve()
+    assert f"drop data.root to read {default} (the default;" in str(info.value)

@@ -384,12 +384,16 @@ def test_an_own_table_names_every_setting_that_ran_where_it_applies(tmp_path: Pa
         "40% (2 per round) participation; 3 rounds, K=2 local steps, B=16; also "
         "data.augment=false, data.image_size=14, eval.train_subset=200." in md
     )
-    assert "**Rows:** Local SGD: fedavg; FedAdamW: fedadamw, lr=0.01." in md
+    # FedAvg's lr is its default (0.1): still shown, as the value that ran beside FedAdamW's
+    assert "**Rows:** Local SGD: fedavg, lr=0.1; FedAdamW: fedadamw, lr=0.01." in md
     assert "| method | Dir-0.1: acc (%) | Dir-0.1: train loss | shards 2/client: acc (%) |" in md
     assert "kind=" not in md
     tex = (folder / "table.tex").read_text()
     assert r"\caption{Digits 14x14: Dirichlet-0.1 vs 2 shards per client. What ran:" in tex
-    assert r"data.image\_size=14" in tex and r"Rows: Local SGD: fedavg; FedAdamW: fedadamw" in tex
+    assert (
+        r"data.image\_size=14" in tex
+        and r"Rows: Local SGD: fedavg, lr=0.1; FedAdamW: fedadamw" in tex
+    )
     assert r"\multicolumn{2}{c}{Dir-0.1}" in tex and r"\multicolumn{2}{c}{shards 2/client}" in tex
     long = pd.read_csv(folder / "summary.csv")
     acc = long[long["metric"] == "test_acc"].set_index(["method", "partition.kind"])
@@ -437,3 +441,28 @@ def test_report_ci_shows_the_95_percent_interval_in_the_cells(tmp_path: Path, ru
     assert "[88.52, 93.48]" not in (folder / "table.md").read_text()
     long = pd.read_csv(folder / "summary.csv").set_index("method")
     assert long.loc["FedAdamW", "ci95_low"] == pytest.approx(91 - half, rel=1e-12)
+
+
+def test_summary_csv_columns_keep_one_order_whichever_row_ran_first(tmp_path: Path):
+    # The rows state different settings (Local SGD: lr and weight_decay; FedAdamW: alpha); the
+    # setting columns used to follow the first row's, so listing the rows the other way round
+    # (or running --methods FedAdamW first) moved them.
+    data = tiny_table_data()
+    data["methods"]["FedAdamW"]["algorithm"]["beta2"] = 0.98
+    swapped = tiny_table_data()
+    swapped["methods"] = dict(reversed(list(data["methods"].items())))
+    columns = []
+    for name, table in (("a", data), ("b", swapped)):
+        folder = write_table(tmp_path / name, table, spread)
+        build_report(folder)
+        columns.append(list(pd.read_csv(folder / "summary.csv").columns))
+    assert columns[0] == columns[1]
+    setting = columns[0][1 : columns[0].index("metric")]
+    assert setting == [
+        "partition.alpha",  # the grid keys first, then by section, alphabetically within one
+        "data.augment",
+        "algorithm.beta2",
+        "algorithm.lr",
+        "algorithm.name",
+        "eval.train_subset",
+    ]

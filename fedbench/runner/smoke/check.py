@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fedbench.config import DataConfig
+from fedbench.report.ran import cell_label
 from fedbench.runner.smoke.cells import SmokeCell, smoke_config
 from fedbench.runner.smoke.data import smoke_data
 from fedbench.runner.smoke.figure_runs import FigureSmoker, SmokeFailed
@@ -27,7 +28,8 @@ def plan_cells(plan: Plan, data_root: Path) -> list[SmokeCell]:
             continue
         seen.add(key)
         cell = smoke_config(run.cfg, data_root)
-        where = column_key(run.setting)
+        # The column as the tables name it (ResNet-18 / Dir-0.6), not as a config key reads.
+        where = cell_label(run.setting, run.cfg.to_dict())
         cell.label = run.method if where == "-" else f"{run.method} | {where}"
         cells.append(cell)
     return cells

@@ -92,7 +92,7 @@ def test_run_smoke_prints_one_line_per_cell_and_writes_nothing(tmp_path: Path, r
     assert any("federation: 2 clients x 2 local steps" in line for line in lines)
     cells = [line for line in lines if line.startswith(("ok", "FAIL", "n/a"))]
     assert len(cells) == 2 and all(line.startswith("ok") for line in cells)
-    assert cells[0].endswith("A | partition.alpha=0.6")
+    assert cells[0].endswith("A | Dir-0.6")  # the column as the tables name it
     assert lines[-1].startswith("smoke tiny: 2/2 cells ok (2 distinct runs)")
     assert not out.exists()
 
