@@ -125,6 +125,8 @@ class Engine:
         self.private = plan.mechanism(model, self.params, self.autocast) if plan else None
         #: The notes already printed (`_note_clipping`): each once.
         self._noted: set[str] = set()
+        #: summary.json's `seeds_together`: set by SeedsEngine for a run trained with others.
+        self.seeds_together: dict[str, Any] | None = None
         self.local_training = LocalTraining(
             model=model,
             forward=self.forward,
@@ -495,6 +497,9 @@ class Engine:
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "engine": self.name,
+            # trained with other seeds in one computation (runtime.seeds_together): the group's
+            # size and how its results relate to the run alone (fedbench.engine.seeds)
+            "seeds_together": self.seeds_together,
             "dp_clipping": self.private.method if self.private is not None else None,
             # why bk or ghost clipping fell back to vmap, or saw only batches of one sample
             "dp_clipping_note": self.private.note() if self.private is not None else None,
