@@ -130,6 +130,10 @@ class Engine:
         self.private = (
             plan.mechanism(model, self.params, self.autocast, self.objective) if plan else None
         )
+        #: The notes already printed (`_note_clipping`): each once.
+        self._noted: set[str] = set()
+        #: summary.json's `seeds_together`: set by SeedsEngine for a run trained with others.
+        self.seeds_together: dict[str, Any] | None = None
         self.local_training = LocalTraining(
             model=model,
             forward=self.forward,
@@ -427,8 +431,7 @@ class Engine:
         evaluated = done % cfg.eval.every == 0 or done == rounds
         try:
             train(r, lr, diagnostics)
-            if r == run.start:
-                self._note_clipping()
+            self._note_clipping()
             elapsed = self.elapsed_before + time.perf_counter() - run.t0
             row = None
             if evaluated:
@@ -458,23 +461,29 @@ class Engine:
     def end(self, run: RunPass) -> dict[str, Any]:
         """The summary of a finished pass (written into the run folder)."""
         wall = self.elapsed_before + time.perf_counter() - run.t0
+        self._note_clipping(end=True)
         return self._summary(run.status, run.error, run.diverged_round, wall)
 
     def _compile_fallback(self) -> str | None:
         """Why the compiled whole step fell back to eager (CompiledOrEager), if it did."""
         return self.captured.step.fallback if self.captured is not None else None
 
-    def _note_clipping(self) -> None:
-        """Say once (after the first round, where the method is checked) when a sample-DP run
-        falls back from ghost clipping to vmap (fedbench.privacy.mechanism)."""
+    def _note_clipping(self, end: bool = False) -> None:
+        """Say once, after the round where it happens, when a sample-DP run falls back from bk
+        or ghost clipping to vmap (checked at every new batch size, fedbench.privacy.mechanism)
+        or the compiled step to eager; at the `end`, also when bk or ghost clipping only ever
+        saw batches of one sample."""
         private = self.private
-        if private is not None and private.fallback is not None and self.console is not None:
-            self.console.print(f"note: {private.fallback}", highlight=False, soft_wrap=True)
+        notes = [] if private is None else [private.fallback]
+        if private is not None and end:
+            notes.append(private.unchecked_note())
         fallback = self._compile_fallback()
-        if fallback is not None and self.console is not None:
-            self.console.print(
-                f"note: {fallback}; the step runs eagerly", highlight=False, soft_wrap=True
-            )
+        if fallback is not None:
+            notes.append(f"{fallback}; the step runs eagerly")
+        for note in notes:
+            if note is not None and note not in self._noted and self.console is not None:
+                self.console.print(f"note: {note}", highlight=False, soft_wrap=True)
+                self._noted.add(note)
 
     def _summary(
         self, status: str, error: str | None, diverged_round: int | None, wall: float
@@ -504,7 +513,12 @@ class Engine:
             "delta": s.privacy.config.delta if s.privacy else None,
             "noise_multiplier": s.privacy.noise_multiplier if s.privacy else None,
             "engine": self.name,
+            # trained with other seeds in one computation (runtime.seeds_together): the group's
+            # size and how its results relate to the run alone (fedbench.engine.seeds)
+            "seeds_together": self.seeds_together,
             "dp_clipping": self.private.method if self.private is not None else None,
+            # why bk or ghost clipping fell back to vmap, or saw only batches of one sample
+            "dp_clipping_note": self.private.note() if self.private is not None else None,
             # runtime.compile: "step" (the whole client step, one graph), "forward", "gradient"
             # (the vectorised engine's gradient alone), or None; and why a step fell back
             "compiled": self.compiled,

@@ -6,10 +6,13 @@ schedule, batches, augmentation generators from its seed), global model, buffers
 client states, run folder, metrics, checkpoint and summary: one `VectorizedEngine` per seed.
 Each round, all seeds' sampled clients go into one chunk trainer call (fedbench.engine.stacked),
 one vmap over seed x client; then each seed ends its own round (aggregation, server step),
-evaluates, checks for divergence and a stop request, and checkpoints, exactly as
-`Engine.run` does for one run. A seed that diverges or is asked to stop ends alone; the others
-go on. Each run folder therefore holds what a separate `runtime.engine: vectorized` run of that
-seed writes (to float rounding of the batched kernels; float64 tests agree to 1e-12).
+evaluates, checks for divergence and a stop request, and checkpoints, as `Engine.run` does for
+one run. A seed that diverges or is asked to stop ends alone; the others go on. Each run folder
+therefore holds what a separate `runtime.engine: vectorized` run of that seed writes, equal to
+float rounding, not bitwise: the stacked step's kernels (one vmap over seed x client: bigger
+batched matmuls and grouped convolutions) may sum in another order than the run's own, and
+training carries the difference on. `EQUALITY` (summary.json's `seeds_together`) states it with
+the measured bound.
 """
 
 from __future__ import annotations
@@ -23,6 +26,17 @@ from fedbench.engine.setup import RunSetup
 from fedbench.engine.stacked import ClientJob, train_jobs
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
 from fedbench.step import split_model
+
+#: How the numbers of a seed trained together relate to its separate run (summary.json's
+#: `seeds_together`, beside the group's size): equal to float rounding, never claimed bitwise
+#: (the stacked kernels may sum in another order on another device or thread count), with the
+#: measured bounds: float64 by tests/engine/test_seeds.py, float32 by
+#: benchmarks/seeds_agreement.py (benchmarks/results/seeds-agreement-cpu*.md).
+EQUALITY = {
+    "equality": "float rounding",
+    "measured": "float64: <= 1e-12 relative in metrics and weights (tests); float32, CPU, "
+    "1 or 2 threads: 0 (no seed differed; not guaranteed elsewhere); GPU: not measured",
+}
 
 
 def stack_problem(lead: RunSetup, other: RunSetup) -> str | None:
@@ -84,6 +98,8 @@ class SeedsEngine:
         if not engines:
             raise ValueError("SeedsEngine needs at least one run")
         self.engines = engines
+        for engine in engines:
+            engine.seeds_together = {"group": len(engines), **EQUALITY}
 
     def run(self) -> list[dict[str, Any]]:
         """Train every seed's remaining rounds (each from its own checkpoint) and write each

@@ -28,9 +28,9 @@ and g ("book-keeping"), instead of ghost clipping's second backward pass of sum_
 
 Like ghost norms, this assumes that each trainable layer runs once per forward on the batch as
 its first dimension (or, for Linear, LayerNorm and Embedding, on k rows per sample one sample
-after another: Swin's windows); PrivateGradient checks it at the first batch (the per-sample
-norms and gradients of the first samples against one backward pass per sample) and falls back
-to vmap otherwise.
+after another: Swin's windows); PrivateGradient checks it at every batch size it meets, from
+the first batch of two or more samples on (the per-sample norms and gradients of three samples
+of the whole batch against one backward pass per sample) and falls back to vmap otherwise.
 """
 
 from __future__ import annotations
@@ -483,8 +483,8 @@ class BookKeeper:
         """Why the recorded forward does not fit BK's assumptions, or None: a trainable layer
         runs twice, or on other rows than the batch's samples. A Linear, LayerNorm or Embedding
         may see k x B rows (Swin's window attention: B x windows), taken as k rows per sample,
-        sample-major; the first batch's numerical check confirms that (a sequence-first layer
-        fails it)."""
+        sample-major; the numerical check at each batch size confirms that (a sequence-first or
+        window-major layer fails it at a batch of two or more samples)."""
         for layer in self.layers:
             record = self._records.get(id(layer.module))
             if record is None:

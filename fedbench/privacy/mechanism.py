@@ -42,12 +42,21 @@ on ResNet-18: 5.8x against 41.5x; ViT-Base there, vmap 1.46x against 1.65x, now 
 bk and ghost norms assume that each trainable layer sees the batch as its first dimension, one
 row per sample (and, for bk, runs once per forward pass). Layers that reshape the batch break
 that: Swin's window attention runs its Linear layers on (B x windows) rows, a sequence-first
-layer on (L, B, ...). So bk and ghost are checked once, at the first batch, before they are
-used: every per-sample norm must have one entry per sample, and the norms of the first few
-samples (for bk also their per-sample gradients) must equal the ones from one backward pass per
-sample (without dropout, in float32, so that neither enters the comparison). A model that fails
-the check is trained with vmap (`PrivateGradient.fallback` says why); `method="bk"` or `"ghost"`
-asked for explicitly fails with that reason instead.
+layer on (L, B, ...); bk takes k x B rows as k rows of each sample in turn (sample-major), which
+a layer that orders them window-major (all samples' first window, then their second) breaks.
+So bk and ghost are checked before they are used, on the whole batch as the step sees it:
+every per-sample norm must have one entry per sample, and the norms of three samples (the
+first, the middle and the last; for bk also their per-sample gradients) must equal the ones from
+one backward pass per sample (without dropout, in float32, so that neither enters the
+comparison). The row layout of a reshaping layer may depend on the batch size, and a batch of
+one sample cannot show it (its rows all belong to that sample, in any order), so the check runs
+again at every batch size not checked yet (Poisson sampling: each new size, once) and a run
+whose batches all held one sample says so (`PrivateGradient.note`). A model that fails the check
+is trained with vmap from then on (`PrivateGradient.fallback` says why); `method="bk"` or
+`"ghost"` asked for explicitly fails with that reason instead. Ghost clipping gives every module
+that runs in place (`ReLU(inplace=True)`) a copy of its input (fedbench.privacy.in_place), since
+Opacus' hooks refuse in-place changes of a layer's output; an in-place operation in a model's
+forward code that it cannot reach makes auto use vmap, and ghost asked for fails in one line.
 """
 
 from __future__ import annotations
@@ -60,17 +69,20 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 from torch.func import grad, vmap
+from torch.utils.hooks import RemovableHandle
 
 from fedbench.errors import FedbenchError
 from fedbench.privacy.book_keeping import BookKeeper, bk_supported
+from fedbench.privacy.in_place import copy_inputs_of_in_place_modules, is_in_place_error
 from fedbench.step import Objective
 
-#: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at the first batch).
+#: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at each batch size).
 Method = Literal["auto", "bk", "ghost", "vmap"]
 
 #: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
 PER_SAMPLE_BYTES = 256 * 2**20
-#: Samples of the first batch whose ghost norms are compared with their vmap norms.
+#: Samples of a batch whose bk or ghost norms are compared with one backward pass each
+#: (`checked_samples`).
 VERIFY_SAMPLES = 3
 #: Relative tolerance of that comparison (float32 reductions in different orders).
 VERIFY_RTOL = 1e-3
@@ -113,6 +125,20 @@ def clip_factors(norms: Tensor, clip: float) -> Tensor:
     return torch.clamp(clip / (norms + 1e-12), max=1.0)
 
 
+def checked_samples(batch: int) -> list[int]:
+    """The samples of a batch of `batch` that the exactness check compares (at most
+    VERIFY_SAMPLES): the first, the middle and the last, so that rows of several samples grouped
+    as one (a window-major layer) show at either end of the batch."""
+    return sorted({0, batch // 2, batch - 1})[:VERIFY_SAMPLES]
+
+
+#: Why ghost clipping cannot run a model whose forward changes a hooked layer's output in place.
+IN_PLACE_WHY = (
+    "an in-place operation in its forward code changes the output of a layer with trainable "
+    "parameters, which Opacus' hooks refuse"
+)
+
+
 def _norms(grads: list[list[Tensor]]) -> Tensor:
     """(B,) norms of per-sample gradients given as one list of tensors per sample."""
     return torch.stack(
@@ -120,14 +146,13 @@ def _norms(grads: list[list[Tensor]]) -> Tensor:
     )
 
 
-def _norm_mismatch(got: Tensor, exact: Tensor) -> str | None:
-    """Why per-sample norms `got` are not the `exact` ones (to VERIFY_RTOL), or None."""
+def _norm_mismatch(got: Tensor, exact: Tensor, picked: list[int]) -> str | None:
+    """Why per-sample norms `got` of the samples `picked` are not the `exact` ones (to
+    VERIFY_RTOL), or None."""
     if torch.allclose(got, exact, rtol=VERIFY_RTOL, atol=1e-6 * float(exact.max())):
         return None
-    return (
-        f"its per-sample norms differ from the exact ones ({got.tolist()} vs "
-        f"{exact.tolist()} on the first samples)"
-    )
+    shown = ", ".join(f"{float(a):.4g} vs {float(b):.4g}" for a, b in zip(got, exact, strict=True))
+    return f"its per-sample norms differ from the exact ones ({shown} on samples {picked})"
 
 
 def ghost_supported(model: nn.Module) -> bool:
@@ -144,7 +169,7 @@ def ghost_supported(model: nn.Module) -> bool:
 
 
 def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
-    """The method `auto` tries first for `model` (the first batch's check may still fall back
+    """The method `auto` tries first for `model` (the check at a batch size may still fall back
     to vmap): bk where it has a rule for every trainable layer, else ghost where Opacus has one,
     else vmap. The order is the measured speed order (module docstring)."""
     if bk_supported(model):
@@ -157,8 +182,9 @@ def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
-    `method` auto = `auto_method`'s choice, kept where exact for the model (checked at the
-    first batch, see the module docstring), else vmap; bk, ghost or vmap ask for one method.
+    `method` auto = `auto_method`'s choice, kept where exact for the model (checked at each
+    batch size it meets, see the module docstring), else vmap; bk, ghost or vmap ask for one
+    method.
     """
 
     def __init__(
@@ -187,15 +213,15 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
-        #: bk or ghost clipping still to be checked at the first batch (auto, or asked for).
-        self._unverified = method != "vmap"
         self._strict = method in ("bk", "ghost")
         #: Why bk or ghost clipping was not used for a model with their rules (None otherwise).
         self.fallback: str | None = None
         if method == "auto":
             method = auto_method(model)
-            self._unverified = method != "vmap"
         self.method: Method = method
+        #: The batch sizes at which bk or ghost clipping was checked exact (module docstring):
+        #: a batch of another size is checked before it is clipped.
+        self.checked_sizes: set[int] = set()
         self._bk: BookKeeper | None = None
         if method == "bk":
             self._bk = BookKeeper(model, params)
@@ -205,6 +231,7 @@ class PrivateGradient:
                 "with trainable parameters; use privacy.clipping auto"
             )
         self._ghost = None
+        self._copies: list[RemovableHandle] = []
         if method == "ghost":
             from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
@@ -222,6 +249,8 @@ class PrivateGradient:
             # The hooks stay attached (re-attaching them costs as much as a small model's
             # step) but act only inside clipped_sum.
             self._ghost.disable_hooks()
+            # Opacus' hooks refuse in-place changes of a hooked layer's output (in_place.py).
+            self._copies = copy_inputs_of_in_place_modules(model)
 
     def close(self) -> None:
         """Detach the hooks that bk or ghost clipping attached to the model (benchmarks that
@@ -232,6 +261,29 @@ class PrivateGradient:
         if self._ghost is not None:
             self._ghost.remove_hooks()
             self._ghost = None
+        for handle in self._copies:
+            handle.remove()
+        self._copies = []
+
+    def unchecked_note(self) -> str | None:
+        """Whether bk or ghost clipping never met a batch of two or more samples, whose row
+        layout the check then never saw (None: it did, or it was not used)."""
+        if self.method not in ("bk", "ghost") or not self.checked_sizes:
+            return None
+        if max(self.checked_sizes) >= 2:
+            return None
+        name = "book-keeping" if self.method == "bk" else "ghost"
+        return (
+            f"{name} clipping was checked on batches of one sample only (every batch held one, "
+            "where it is exact; whether the model keeps each sample's rows together in a larger "
+            "batch was never checked)"
+        )
+
+    def note(self) -> str | None:
+        """What a reader of the run should know about the clipping method (None: nothing): why
+        bk or ghost clipping fell back to vmap (`fallback`), and `unchecked_note`."""
+        notes = [n for n in (self.fallback, self.unchecked_note()) if n is not None]
+        return "; ".join(notes) or None
 
     def _sample_loss(
         self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
@@ -281,7 +333,11 @@ class PrivateGradient:
 
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """sum_j clip(g_j), never a Python loop over samples."""
-        if self._unverified and x.shape[0] > 0:
+        if (
+            self.method in ("bk", "ghost")
+            and x.shape[0] > 0
+            and x.shape[0] not in self.checked_sizes
+        ):
             self._verify_exact(x, y)
         if self._bk is not None:
             return self._bk_clipped_sum(x, y)
@@ -290,60 +346,61 @@ class PrivateGradient:
         return self._vmap_clipped_sum(x, y)
 
     def ghost_mismatch(self, x: Tensor, y: Tensor) -> str | None:
-        """Why ghost clipping is not exact for this model on (the first samples of) this batch,
-        or None when it is: per-sample norms of another length than the batch (a layer that
-        reshapes it), or ghost norms that differ from the vmap norms of the same samples."""
+        """Why ghost clipping is not exact for this model on this batch, or None when it is:
+        per-sample norms of another length than the batch (a layer that reshapes it), or ghost
+        norms of the `checked_samples` that differ from their own backward passes' norms."""
         assert self._ghost is not None
-        b = min(VERIFY_SAMPLES, x.shape[0])
-        xs, ys = x[:b], y[:b]
+        b = x.shape[0]
+        picked = checked_samples(b)
         with self._exact_conditions():
-            per_layer = self._ghost_norms(xs, ys, cast=False)[1]
+            per_layer = self._ghost_norms(x, y, cast=False)[1]
             for name, norms in zip(self.names, per_layer, strict=True):
                 if norms.shape != (b,):
                     return (
                         f"layer {name.rsplit('.', 1)[0]} sees {norms.shape[0]} rows for a batch of "
                         f"{b} (it reshapes the batch)"
                     )
-            ghost = torch.stack(per_layer).norm(2, dim=0)
-            exact = _norms(self._looped_grads(xs, ys)).to(ghost.dtype)
-        return _norm_mismatch(ghost, exact)
+            ghost = torch.stack(per_layer).norm(2, dim=0)[picked]
+            exact = _norms(self._looped_grads(x[picked], y[picked])).to(ghost.dtype)
+        return _norm_mismatch(ghost, exact, picked)
 
     def bk_mismatch(self, x: Tensor, y: Tensor) -> str | None:
-        """Why book-keeping clipping is not exact for this model on (the first samples of) this
-        batch, or None when it is: a trainable layer that runs twice in a forward pass or on
-        other rows than the batch's, per-sample norms that differ from the exact ones, or
-        per-sample gradients (BK's weighted sum with weights e_j) that differ from sample j's
-        own gradient (one backward pass per sample)."""
+        """Why book-keeping clipping is not exact for this model on this batch, or None when it
+        is: a trainable layer that runs twice in a forward pass or on other rows than the
+        batch's, per-sample norms of the `checked_samples` that differ from the exact ones, or
+        their per-sample gradients (BK's weighted sum with weights e_j) that differ from sample
+        j's own gradient (one backward pass per sample). The whole batch goes through BK, so
+        that the rows of its layers are laid out as in the step."""
         assert self._bk is not None
-        b = min(VERIFY_SAMPLES, x.shape[0])
-        xs, ys = x[:b], y[:b]
+        b = x.shape[0]
+        picked = checked_samples(b)
         with self._exact_conditions():
             with self._bk.recording():
-                out = self.model(xs)
+                out = self.model(x)
             why = self._bk.problem(b)
             if why is not None:
                 self._bk.clear()
                 return why
-            losses = self.objective.private_loss(out, ys, "none")
+            losses = self.objective.private_loss(out, y, "none")
             per_layer = self._bk.backward(losses.sum(), b)
-            exact = self._looped_grads(xs, ys)
-        norms = self._bk.norms(per_layer, b, exact[0][0])
+            exact = self._looped_grads(x[picked], y[picked])
+        norms = self._bk.norms(per_layer, b, exact[0][0])[picked]
         exact_norms = _norms(exact).to(norms.dtype)
-        why = _norm_mismatch(norms, exact_norms)
+        why = _norm_mismatch(norms, exact_norms, picked)
         if why is not None:
             return why
-        for j in range(b):
+        for i, j in enumerate(picked):
             one_hot = torch.zeros(b, device=norms.device, dtype=norms.dtype)
             one_hot[j] = 1
             got = torch.cat([g.flatten() for g in self._bk.weighted_sums(per_layer, one_hot)])
-            want = torch.cat([g.flatten() for g in exact[j]]).to(got.dtype)
+            want = torch.cat([g.flatten() for g in exact[i]]).to(got.dtype)
             error = float(torch.linalg.vector_norm(got - want))
             if error > VERIFY_RTOL * float(torch.linalg.vector_norm(want)) + 1e-6 * float(
                 exact_norms.max()
             ):
                 return (
-                    f"its per-sample gradient of sample {j} differs from the exact one (by "
-                    f"{error:.3g} in norm, against a norm of {float(exact_norms[j]):.3g})"
+                    f"its per-sample gradient of sample {j} of {b} differs from the exact one "
+                    f"(by {error:.3g} in norm, against a norm of {float(exact_norms[i]):.3g})"
                 )
         return None
 
@@ -383,27 +440,31 @@ class PrivateGradient:
 
     def _verify_exact(self, x: Tensor, y: Tensor) -> None:
         """Keep bk or ghost clipping only where `bk_mismatch` / `ghost_mismatch` finds it exact
-        (module docstring); else vmap, or an error where the method was asked for."""
-        self._unverified = False
-        if self._bk is not None:
-            why, name = self.bk_mismatch(x, y), "book-keeping"
-        else:
-            why, name = self.ghost_mismatch(x, y), "ghost"
+        on this batch (module docstring); else vmap, or an error where the method was asked
+        for. The batch size is checked once."""
+        b = x.shape[0]
+        name = "book-keeping" if self._bk is not None else "ghost"
+        verdict = "is not exact for"
+        try:
+            why = self.bk_mismatch(x, y) if self._bk is not None else self.ghost_mismatch(x, y)
+        except RuntimeError as exc:
+            if self._ghost is None or not is_in_place_error(exc):
+                raise
+            why, verdict = IN_PLACE_WHY, "cannot run"
         if why is None:
+            self.checked_sizes.add(b)
             return
+        self._give_up(f"{name} clipping {verdict} this model", f"at a batch of {b}: {why}")
+
+    def _give_up(self, what: str, why: str) -> None:
+        """`what` (bk or ghost clipping cannot be used) because of `why`: an error where the
+        method was asked for, else vmap from now on with a note in `fallback`."""
         if self._strict:
-            raise FedbenchError(
-                f"{name} clipping is not exact for this model: {why}; use vmap (privacy.clipping "
-                "vmap) or auto"
-            )
-        if self._bk is not None:
-            self._bk.remove()
-            self._bk = None
-        if self._ghost is not None:
-            self._ghost.remove_hooks()
-            self._ghost = None
+            raise FedbenchError(f"{what}: {why}; use vmap (privacy.clipping vmap) or auto")
+        self.close()
         self.method = "vmap"
-        self.fallback = f"{name} clipping is not exact for this model ({why}); using vmap"
+        note = f"{what} ({why}); using vmap"
+        self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
 
     def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """One forward and one backward pass: each layer's per-sample norms, then its clipped
@@ -450,8 +511,16 @@ class PrivateGradient:
                 self._ghost.disable_hooks()
 
     def _ghost_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
-        """Two backward passes: per-sample norms from Opacus' hooks, then the reweighted loss."""
-        losses, per_layer = self._ghost_norms(x, y)
+        """Two backward passes: per-sample norms from Opacus' hooks, then the reweighted loss.
+        An in-place operation that only training mode runs (the check runs without dropout)
+        ends ghost clipping here as it would at the check."""
+        try:
+            losses, per_layer = self._ghost_norms(x, y)
+        except RuntimeError as exc:
+            if not is_in_place_error(exc):
+                raise
+            self._give_up("ghost clipping cannot run this model", IN_PLACE_WHY)
+            return self._vmap_clipped_sum(x, y)
         norms = torch.stack(per_layer).norm(2, dim=0)
         factors = clip_factors(norms.detach(), self.clip).to(losses.dtype)
         with _quiet_hooks():  # the disabled hooks still warn when they fire

@@ -230,7 +230,7 @@ def test_bk_keeps_the_method_after_the_check_and_its_hooks_stay_idle() -> None:
     )
     assert mech.method == "bk"
     mech.clipped_sum(x, y)
-    assert mech.method == "bk" and mech.fallback is None and not mech._unverified
+    assert mech.method == "bk" and mech.fallback is None and mech.checked_sizes == {10}
     assert mech._bk is not None and not mech._bk._records  # nothing kept between steps
     # Outside clipped_sum the hooks record nothing: a plain backward works as without them.
     model(x).sum().backward()

@@ -204,7 +204,7 @@ def test_an_exact_model_keeps_ghost_clipping_after_the_check() -> None:
         method="ghost",
     )
     mech.clipped_sum(x, y)
-    assert mech.method == "ghost" and mech.fallback is None and not mech._unverified
+    assert mech.method == "ghost" and mech.fallback is None and mech.checked_sizes == {10}
 
 
 def test_vmap_under_bf16_falls_back_to_float32_where_its_backward_mixes_dtypes() -> None:
