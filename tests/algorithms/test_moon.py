@@ -20,6 +20,7 @@ from fedbench.engine import train
 from fedbench.engine.client import _local_loss
 from fedbench.models import build_model
 from fedbench.models.representation import represent_with, representation_split
+from fedbench.step import Objective
 from tests.conftest import read_metrics, strip_elapsed
 from tests.engine.test_engine import tiny_config
 
@@ -52,6 +53,7 @@ def test_engine_loss_is_cross_entropy_plus_mu_times_the_contrastive_term() -> No
     represent, classify = representation_split(model)
     run = SimpleNamespace(
         forward=model,
+        objective=Objective(),
         algorithm=alg,
         represent=represent,
         classify=classify,
