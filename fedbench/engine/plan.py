@@ -32,9 +32,10 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     algorithm, name = setup.algorithm, setup.cfg.algorithm.name
     if not algorithm.supports_vectorized:
-        if type(algorithm).local_step_with_oracle is not Algorithm.local_step_with_oracle:
+        oracle = getattr(type(algorithm), "local_step_with_oracle", None)
+        if oracle is not None and oracle is not Algorithm.local_step_with_oracle:
             return f"algorithm {name} computes several gradients per step (not stacked yet)"
-        if algorithm.uses_representation:
+        if getattr(algorithm, "uses_representation", False):
             return f"algorithm {name} adds a representation term (not stacked yet)"
         return f"algorithm {name} has a non-elementwise local rule"
     if setup.cfg.fl.local_steps_min is not None:
