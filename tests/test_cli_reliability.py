@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,24 @@ def test_folder_row_splits_after_the_table_folder(tmp_path: Path):
     assert compare.split_side(f"{folder}:Fed:Avg") == (str(folder), ":", "Fed:Avg")
     assert compare.split_side("nowhere:x:y") == ("nowhere:x", ":", "y")
     assert compare.split_side("no-colon") == ("no-colon", "", "")
+
+
+def test_write_plan_where_no_file_can_be_written_is_one_line(
+    tmp_path: Path, tiny_table_path: Path, run_cli
+):
+    """`--write-plan /proc/version` ended in a FileNotFoundError traceback (no temporary can be
+    made in /proc); a FIFO (or /dev/null) in its place was replaced by a regular file."""
+    code, out, err = run_cli(
+        "run", str(tiny_table_path), "--dry-run", "--write-plan", "/proc/version"
+    )
+    assert code == 2 and err == (
+        "error: --write-plan /proc/version: cannot write it (No such file or directory); give the "
+        "path of a file in a writable folder\n"
+    )
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    code, out, err = run_cli("run", str(tiny_table_path), "--dry-run", "--write-plan", str(fifo))
+    assert code == 2 and err == (
+        f"error: --write-plan {fifo} is not a regular file; give the path of a file to write\n"
+    )
+    assert fifo.is_fifo()
