@@ -41,23 +41,29 @@ def temporary_name(path: Path) -> Path:
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """A Ctrl-C (SIGINT) that arrives inside the block is raised as KeyboardInterrupt when the
-    block ends, not in the middle of it: a file being written is finished (or its temporary
-    removed) first. torch.save, for one, turns an interrupt inside its writer into a RuntimeError
-    about the file position, which would read as a failed run. Only in the main thread, and only
-    over Python's own handler (a test's or a launcher's handler is left alone)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
+    """A Ctrl-C (SIGINT) or a SIGTERM that arrives inside the block is raised (KeyboardInterrupt,
+    fedbench.termination.Terminated) when the block ends, not in the middle of it: a file being
+    written is finished (or its temporary removed) first. torch.save, for one, turns an interrupt
+    inside its writer into a RuntimeError about the file position, which would read as a failed
+    run. Only in the main thread, and only over fedbench's own handlers (Python's for SIGINT,
+    fedbench.termination's for SIGTERM): a test's or a launcher's handler is left alone."""
+    from fedbench.termination import Terminated, raise_terminated
+
+    ours = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: raise_terminated}
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    deferred = {n: h for n, h in ours.items() if signal.getsignal(n) is h}
     pending: list[int] = []
-    signal.signal(signal.SIGINT, lambda number, _frame: pending.append(number))
+    for number in deferred:
+        signal.signal(number, lambda number, _frame: pending.append(number))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number, handler in deferred.items():
+            signal.signal(number, handler)
+    if signal.SIGTERM in pending:
+        raise Terminated
     if pending:
         raise KeyboardInterrupt
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import yaml
 
 from fedbench import files
 from fedbench.report import compare
-from tests.conftest import tiny_table_data
+from tests.conftest import cli_command, cli_env, tiny_table_data
 
 REPORT = ("summary.csv", "table.csv", "table.md", "table.tex")
 
@@ -118,7 +121,7 @@ def test_write_plan_where_no_file_can_be_written_is_one_line(
 ):
     """`--write-plan /proc/version` ended in a FileNotFoundError traceback (no temporary can be
     made in /proc); a FIFO (or /dev/null) in its place was replaced by a regular file."""
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         "run", str(tiny_table_path), "--dry-run", "--write-plan", "/proc/version"
     )
     assert code == 2 and err == (
@@ -127,8 +130,66 @@ def test_write_plan_where_no_file_can_be_written_is_one_line(
     )
     fifo = tmp_path / "plan.json"
     os.mkfifo(fifo)
-    code, out, err = run_cli("run", str(tiny_table_path), "--dry-run", "--write-plan", str(fifo))
+    code, _, err = run_cli("run", str(tiny_table_path), "--dry-run", "--write-plan", str(fifo))
     assert code == 2 and err == (
         f"error: --write-plan {fifo} is not a regular file; give the path of a file to write\n"
     )
     assert fifo.is_fifo()
+
+
+def _smoke_table(tmp_path: Path) -> Path:
+    """The tiny table with more rows: its smoke check trains for a few seconds."""
+    data = tiny_table_data()
+    data["methods"] = {
+        f"lr {lr}": {"algorithm": {"name": "fedavg", "lr": lr}} for lr in range(1, 9)
+    }
+    path = tmp_path / "smoke-table.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_smoke_removes_its_temporary_folders(tmp_path: Path, number, code):
+    """SIGTERM during `--smoke` left fedbench-smoke-* folders in TMPDIR (Python died without
+    unwinding); now it unwinds as Ctrl-C does, and exits 128 + the signal."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    process = subprocess.Popen(
+        cli_command("run", str(_smoke_table(tmp_path)), "--smoke"),
+        env={**cli_env(), "TMPDIR": str(temp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("fedbench-smoke-runs-*")) and process.poll() is None:
+        assert time.monotonic() < deadline, "no smoke folder appeared"
+        time.sleep(0.05)
+    assert process.poll() is None, "the smoke check ended before the signal"
+    process.send_signal(number)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == code and err.count("\n") == 1, err
+    assert err.startswith("interrupted; ")
+    assert [p.name for p in temp.iterdir() if p.name.startswith("fedbench")] == []
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_a_closed_stdout_ends_quietly(tmp_path: Path):
+    """`run TABLE --smoke | head -1` exited 1 (rich's answer to EPIPE); now the conventional
+    128 + SIGPIPE, nothing on stderr, and the temporary folders removed."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    process = subprocess.Popen(
+        cli_command("run", str(_smoke_table(tmp_path)), "--smoke"),
+        env={**cli_env(), "TMPDIR": str(temp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stdout.readline().startswith(b"smoke ")
+    process.stdout.close()  # `head -1` has read its line
+    _, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (128 + signal.SIGPIPE, b"")
+    assert [p.name for p in temp.iterdir() if p.name.startswith("fedbench")] == []

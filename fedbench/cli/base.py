@@ -1,7 +1,10 @@
 """The Typer app, its two consoles, drawing a listing, and the console entry point `main`."""
 
 import functools
+import os
+import select
 import shlex
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
@@ -10,8 +13,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from fedbench import termination
 from fedbench.errors import FedbenchError, Interrupted
 from fedbench.listing import Listing
+
+#: The exit code when the reader of stdout went away (`fedbench runs | head -1`): a process
+#: killed by SIGPIPE exits so in a shell, and shells and `set -o pipefail` know it.
+STDOUT_CLOSED_EXIT = 128 + signal.SIGPIPE
 
 app = typer.Typer(
     name="fedbench",
@@ -22,8 +30,21 @@ app = typer.Typer(
     # Plain click help: typer's rich panels print a `<bool>` placeholder after every flag.
     rich_markup_mode=None,
 )
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (`| head -1`): not an error, the command ends quietly."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich's own answer to a closed stdout is SystemExit(1); `main` ends quietly instead."""
+        self.quiet = True
+        raise StdoutClosed
+
+
 # Off a terminal (logs, CI) rich would wrap at 80 columns; tables read better wider.
-console = Console(width=None if sys.stdout.isatty() else 160)
+console = _Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 
@@ -79,6 +100,26 @@ def resume_command() -> str:
     return shlex.join(["fedbench", *sys.argv[1:]])
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll(2) reports POLLERR on its end)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a test's capture: no descriptor
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _end_quietly() -> None:
+    """End with STDOUT_CLOSED_EXIT and nothing on stderr: what is still buffered for stdout goes to
+    /dev/null (else Python's own flush at exit prints "Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    sys.exit(STDOUT_CLOSED_EXIT)
+
+
 def interruptible(command: Callable[..., None]) -> Callable[..., None]:
     """`command` with a Ctrl-C anywhere in it ending as one line with the command that resumes
     and exit code 130 (Typer alone exits 130 silently). The commands that train raise their own
@@ -89,6 +130,10 @@ def interruptible(command: Callable[..., None]) -> Callable[..., None]:
     def wrapped(*args: Any, **kwargs: Any) -> None:
         try:
             command(*args, **kwargs)
+        except BrokenPipeError:
+            if _stdout_closed():  # past click, which would exit 1 on it: `main` ends quietly
+                raise StdoutClosed from None
+            raise  # another pipe (a worker's): a bug, with its traceback
         except KeyboardInterrupt:
             raise Interrupted(
                 "interrupted; finished work is kept and nothing is half-written; resume: "
@@ -112,17 +157,34 @@ def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2.
 
     Typer's own usage errors (unknown option, missing argument) also exit with code 2, and so
-    does a full or read-only disk (one line, fedbench.os_errors).
+    does a full or read-only disk (one line, fedbench.os_errors). SIGTERM unwinds like a Ctrl-C
+    (fedbench.termination: temporary folders are removed) and exits 143; a closed stdout (`| head
+    -1`) ends quietly with STDOUT_CLOSED_EXIT.
     """
     _printable_streams()
+    termination.install()
+    try:
+        _main()
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _end_quietly()
+
+
+def _main() -> None:
     try:
         from fedbench.config import check_set_arguments
 
         check_set_arguments(sys.argv[1:])
         app()
+    except StdoutClosed:
+        _end_quietly()
     except FedbenchError as exc:
         prefix = "" if isinstance(exc, Interrupted) else "error: "
         err_console.print(f"{prefix}{exc}", markup=False, highlight=False, soft_wrap=True)
+        if isinstance(exc, Interrupted) and termination.received.is_set():
+            sys.exit(termination.Terminated.exit_code)
         sys.exit(exc.exit_code)
     except OSError as exc:  # a full or read-only disk: one line (fedbench.os_errors)
         from fedbench.os_errors import disk_error_line
