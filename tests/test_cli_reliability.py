@@ -193,3 +193,23 @@ def test_a_closed_stdout_ends_quietly(tmp_path: Path):
     _, err = process.communicate(timeout=120)
     assert (process.returncode, err) == (128 + signal.SIGPIPE, b"")
     assert [p.name for p in temp.iterdir() if p.name.startswith("fedbench")] == []
+
+
+@pytest.mark.parametrize(("name", "kind"), [("summary.json", "fifo"), ("metrics.jsonl", "deep")])
+def test_report_and_runs_refuse_a_hostile_run_file_in_one_line(
+    swept: Path, run_cli, caplog, name: str, kind: str
+):
+    """A FIFO in place of summary.json made `report` and `runs` hang; JSON nested 100,000 deep
+    ended in a 60-line RecursionError traceback."""
+    from tests.hostile import fifos_unblocked, hostile
+
+    runs = swept.parent / "runs"
+    run = sorted(runs.iterdir())[0]
+    hostile(run / name, kind)
+    what = {"fifo": "is a named pipe (FIFO), not a regular file", "deep": "line 1: nests lists"}
+    with fifos_unblocked(runs):
+        code, _, err = run_cli("report", str(swept))
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: {run / name}: {what[kind]}")
+        code, out, err = run_cli("runs", str(swept.parent))
+    assert code == 0 and f"{name} {what[kind]}" in caplog.text and "unreadable" in out
