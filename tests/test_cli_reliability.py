@@ -170,7 +170,10 @@ def test_a_signal_during_smoke_removes_its_temporary_folders(tmp_path: Path, num
     assert process.poll() is None, "the smoke check ended before the signal"
     process.send_signal(number)
     _, err = process.communicate(timeout=120)
-    assert process.returncode == code and err.count("\n") == 1, err
+    # After a Ctrl-C the interpreter at times ends by re-raising SIGINT on itself (-2, as a shell
+    # expects of a program stopped by Ctrl-C) instead of exit code 130: on main too.
+    codes = (code, -number) if number == signal.SIGINT else (code,)
+    assert process.returncode in codes and err.count("\n") == 1, err
     assert err.startswith("interrupted; ")
     assert [p.name for p in temp.iterdir() if p.name.startswith("fedbench")] == []
 

@@ -115,8 +115,12 @@ def _end_quietly() -> None:
     """End with STDOUT_CLOSED_EXIT and nothing on stderr: what is still buffered for stdout goes to
     /dev/null (else Python's own flush at exit prints "Exception ignored ... BrokenPipeError")."""
     devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # a stdout without a descriptor: nothing to do
+        pass
+    finally:
+        os.close(devnull)
     sys.exit(STDOUT_CLOSED_EXIT)
 
 
@@ -164,7 +168,7 @@ def main() -> None:
     _printable_streams()
     termination.install()
     try:
-        _main()
+        _run_app()
     finally:
         try:
             sys.stdout.flush()
@@ -172,7 +176,7 @@ def main() -> None:
             _end_quietly()
 
 
-def _main() -> None:
+def _run_app() -> None:
     try:
         from fedbench.config import check_set_arguments
 
