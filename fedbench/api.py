@@ -38,6 +38,8 @@ def _wrong(name: str, value: Any, takes: str) -> FedbenchError:
 def _path(name: str, value: Any) -> Path:
     if not isinstance(value, str | Path):
         raise _wrong(name, value, "a path (str or pathlib.Path)")
+    if "\x00" in str(value):  # the OS would refuse it with a bare ValueError naming nothing
+        raise FedbenchError(f"{name} {str(value)!r:.80} holds a NUL character; no path can")
     return Path(value)
 
 
@@ -64,6 +66,14 @@ def _optional_int(name: str, value: Any) -> int | None:
     if value is None or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise _wrong(name, value, "an int or None")
+
+
+def _workers(value: Any) -> int | None:
+    """None (one per core or GPU slot) or a count of at least 1 (-1 divided by zero before)."""
+    count = _optional_int("workers", value)
+    if count is not None and count < 1:
+        raise FedbenchError(f"workers takes a count of at least 1 or None, not {count}")
+    return count
 
 
 def _optional_str(name: str, value: Any) -> str | None:
@@ -188,7 +198,7 @@ def run_table(
         methods=_strings("methods", methods) if methods is not None else None,
         overrides=_strings("overrides", overrides),
     )
-    result = run_sweep(plan, _path("out", out), workers=_optional_int("workers", workers))
+    result = run_sweep(plan, _path("out", out), workers=_workers(workers))
     table = TableResult(plan, result.folder, result.outcomes, build_report(result.folder))
     if check and table.failed:
         raise TableFailed(table)

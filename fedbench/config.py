@@ -35,7 +35,7 @@ from fedbench.errors import FedbenchError
 from fedbench.partitions import KIND_SETTINGS, PARTITIONS, settings_read
 from fedbench.strict import Seed, Strict
 from fedbench.suggest import unknown_algorithm_field, unknown_field
-from fedbench.yaml_safe import load_yaml
+from fedbench.yaml_safe import MAX_YAML_BYTES, load_yaml
 
 
 class UsersConfig(Strict):
@@ -429,10 +429,15 @@ class RunConfig(Strict):
 def read_yaml(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; a missing or malformed file (or a duplicate key) is a FedbenchError
     (exit code 2)."""
-    if not path.is_file():
+    from fedbench.readback import read_bytes
+
+    if not path.exists():
         raise FedbenchError(f"config file {path} not found; give the path of a YAML run config")
+    # A regular file of bounded size, before PyYAML builds it in memory (fedbench.yaml_safe).
+    fix = f"give the path of a YAML file (of at most {MAX_YAML_BYTES // 2**20} MiB)"
+    raw = read_bytes(path, fix=fix, limit=MAX_YAML_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FedbenchError(
             f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "

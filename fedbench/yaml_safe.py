@@ -17,6 +17,11 @@ from typing import Any
 
 import yaml
 
+#: The largest YAML file fedbench parses (a run or table config, tuned.yaml, a run folder's
+#: config.yaml): checked before parsing, since PyYAML builds the whole document in memory at about
+#: 10 s and 200 MB per MiB. The largest config fedbench ships is 6 KB.
+MAX_YAML_BYTES = 2**20
+
 #: The most values (scalars, and one per list or mapping) a YAML document may expand to. The
 #: largest config fedbench ships holds a few thousand; this is far above any real config.
 MAX_YAML_VALUES = 1_000_000

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,7 @@ import yaml
 
 from fedbench import files
 from fedbench.report import compare
-from tests.conftest import tiny_table_data
+from tests.conftest import cli_command, cli_env, tiny_table_data
 
 REPORT = ("summary.csv", "table.csv", "table.md", "table.tex")
 
@@ -149,3 +153,105 @@ def test_sigterm_in_any_command_is_one_resume_line(run_cli, monkeypatch):
     assert err.startswith("interrupted; finished work is kept") and err.rstrip().endswith(
         "resume: fedbench list tables"
     )
+
+
+def test_write_plan_where_no_file_can_be_written_is_one_line(
+    tmp_path: Path, tiny_table_path: Path, run_cli
+):
+    """`--write-plan /proc/version` ended in a FileNotFoundError traceback (no temporary can be
+    made in /proc); a FIFO (or /dev/null) in its place was replaced by a regular file."""
+    code, _, err = run_cli(
+        "run", str(tiny_table_path), "--dry-run", "--write-plan", "/proc/version"
+    )
+    assert code == 2 and err == (
+        "error: --write-plan /proc/version: cannot write it (No such file or directory); give the "
+        "path of a file in a writable folder\n"
+    )
+    fifo = tmp_path / "plan.json"
+    os.mkfifo(fifo)
+    code, _, err = run_cli("run", str(tiny_table_path), "--dry-run", "--write-plan", str(fifo))
+    assert code == 2 and err == (
+        f"error: --write-plan {fifo} is not a regular file; give the path of a file to write\n"
+    )
+    assert fifo.is_fifo()
+
+
+def _smoke_table(tmp_path: Path) -> Path:
+    """The tiny table with more rows: its smoke check trains for a few seconds."""
+    data = tiny_table_data()
+    data["methods"] = {
+        f"lr {lr}": {"algorithm": {"name": "fedavg", "lr": lr}} for lr in range(1, 9)
+    }
+    path = tmp_path / "smoke-table.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_during_smoke_removes_its_temporary_folders(tmp_path: Path, number, code):
+    """SIGTERM during `--smoke` left fedbench-smoke-* folders in TMPDIR (Python died without
+    unwinding); now it unwinds as Ctrl-C does, and exits 128 + the signal."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    process = subprocess.Popen(
+        cli_command("run", str(_smoke_table(tmp_path)), "--smoke"),
+        env={**cli_env(), "TMPDIR": str(temp)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(temp.glob("fedbench-smoke-runs-*")) and process.poll() is None:
+        assert time.monotonic() < deadline, "no smoke folder appeared"
+        time.sleep(0.05)
+    assert process.poll() is None, "the smoke check ended before the signal"
+    process.send_signal(number)
+    _, err = process.communicate(timeout=120)
+    # After a Ctrl-C the interpreter at times ends by re-raising SIGINT on itself (-2, as a shell
+    # expects of a program stopped by Ctrl-C) instead of exit code 130: on main too.
+    codes = (code, -number) if number == signal.SIGINT else (code,)
+    assert process.returncode in codes and err.count("\n") == 1, err
+    assert err.startswith("interrupted; ")
+    assert [p.name for p in temp.iterdir() if p.name.startswith("fedbench")] == []
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_a_closed_stdout_ends_quietly(tmp_path: Path):
+    """`run TABLE --smoke | head -1` exited 1 (rich's answer to EPIPE); now the conventional
+    128 + SIGPIPE, nothing on stderr, and the temporary folders removed."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    process = subprocess.Popen(
+        cli_command("run", str(_smoke_table(tmp_path)), "--smoke"),
+        env={**cli_env(), "TMPDIR": str(temp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stdout.readline().startswith(b"smoke ")
+    process.stdout.close()  # `head -1` has read its line
+    _, err = process.communicate(timeout=120)
+    assert (process.returncode, err) == (128 + signal.SIGPIPE, b"")
+    assert [p.name for p in temp.iterdir() if p.name.startswith("fedbench")] == []
+
+
+@pytest.mark.parametrize(("name", "kind"), [("summary.json", "fifo"), ("metrics.jsonl", "deep")])
+def test_report_and_runs_refuse_a_hostile_run_file_in_one_line(
+    swept: Path, run_cli, caplog, name: str, kind: str
+):
+    """A FIFO in place of summary.json made `report` and `runs` hang; JSON nested 100,000 deep
+    ended in a 60-line RecursionError traceback."""
+    from tests.hostile import fifos_unblocked, hostile
+
+    runs = swept.parent / "runs"
+    run = sorted(runs.iterdir())[0]
+    hostile(run / name, kind)
+    what = {"fifo": "is a named pipe (FIFO), not a regular file", "deep": "line 1: nests lists"}
+    with fifos_unblocked(runs):
+        code, _, err = run_cli("report", str(swept))
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: {run / name}: {what[kind]}")
+        code, out, err = run_cli("runs", str(swept.parent))
+    assert code == 0 and f"{name} {what[kind]}" in caplog.text and "unreadable" in out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import pytest
 from pydantic import BaseModel
@@ -134,3 +134,51 @@ def test_the_largest_seed_is_accepted(run_cli, tmp_path: Path) -> None:
     code, out, err = run_cli("train", "--set", f"seed={2**64 - 1}", "--print-config")
     assert code == 0, err
     assert f"seed: {2**64 - 1}" in out
+
+
+def number_fields(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """The dotted keys of every int or float field (Annotated, Optional or in a union with a
+    Literal) of `model` and of the config models inside it."""
+    keys = []
+    for name, field in model.model_fields.items():
+        members = [
+            get_args(m)[0] if get_origin(m) is Annotated else m for m in _members(field.annotation)
+        ]
+        if {int, float} & set(members):
+            keys.append(prefix + name)
+        for member in members:
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                keys += number_fields(member, f"{prefix}{name}.")
+    return keys
+
+
+def test_no_number_field_takes_a_boolean() -> None:
+    """`runtime.seeds_together=true` was taken as 1 (pydantic reads a bool as an int): every
+    number field of the run config and of every algorithm refuses true and false, in one line."""
+    run_keys = number_fields(RunConfig)
+    assert {"runtime.seeds_together", "runtime.client_chunk", "fl.rounds", "seed"} <= set(run_keys)
+    assert {"data.users.count", "partition.clients", "eval.every", "algorithm.lr"} <= set(run_keys)
+    cases = [([], key) for key in run_keys]
+    cases += [
+        ([f"algorithm.name={name}"], f"algorithm.{key}")
+        for name, cls in ALGORITHMS.items()
+        for key in number_fields(cls.Params)
+    ]
+    for before, key in cases:
+        for value in ("true", "false"):
+            message = _load_error([*before, f"{key}={value}"])
+            assert f"'{key}'" in message and f"{value} is a boolean; give a number" in message, (
+                before,
+                key,
+                message,
+            )
+            assert "\n" not in message
+    assert load_run_config(None, ["data.download=false"]).data.download is False  # a bool field
+
+
+def test_a_boolean_seed_in_a_table_is_refused(run_cli, tiny_table_path: Path) -> None:
+    text = tiny_table_path.read_text().replace("seeds:\n- 0\n- 1\n", "seeds:\n- 0\n- true\n")
+    assert "- true" in text
+    tiny_table_path.write_text(text)
+    code, _, err = run_cli("run", str(tiny_table_path), "--dry-run")
+    assert code == 2 and err.count("\n") == 1 and "true is a boolean; give a number" in err, err

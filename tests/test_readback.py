@@ -9,13 +9,17 @@ import pytest
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
 from fedbench.readback import (
+    Attempt,
     BadFile,
+    Checksum,
     Summary,
     TunedFile,
+    json_depth,
     read_json_dict,
     read_plan_file,
     validate,
 )
+from tests.hostile import KINDS, fifos_unblocked, hostile
 
 
 @pytest.mark.parametrize(
@@ -125,3 +129,77 @@ def test_a_torn_last_line_is_not_a_bad_line_even_read_strictly(tmp_path: Path):
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(b'{"round": 0, "test_acc": 10.0}\n{"round": 1, "te')
     assert read_rows(path, strict=True) == [{"round": 0, "test_acc": 10.0}]
+
+
+@pytest.mark.parametrize(
+    ("schema", "kind", "what"),
+    [
+        (Summary, "fifo", "is a named pipe (FIFO), not a regular file"),
+        (Summary, "deep", "nests lists or objects more than 64 deep"),
+        (Summary, "huge", "is 8 GiB, more than the 16 MiB such a file may hold"),
+        (Attempt, "huge", "is 8 GiB, more than the 1 MiB such a file may hold"),
+        (Checksum, "fifo", "is a named pipe (FIFO), not a regular file"),
+        (Checksum, "deep", "nests lists or objects more than 64 deep"),
+    ],
+)
+def test_a_fifo_deep_nesting_or_a_huge_file_is_refused_before_it_is_parsed(
+    tmp_path: Path, schema, kind: str, what: str
+):
+    path = tmp_path / "run.json"
+    hostile(path, kind)
+    with fifos_unblocked(tmp_path), pytest.raises(BadFile) as caught:
+        read_json_dict(path, schema, fix="remove it")
+    assert str(caught.value) == f"{path}: {what}; remove it"
+
+
+def test_a_socket_or_a_device_is_refused_without_reading_it(tmp_path: Path):
+    import socket
+
+    path = tmp_path / "summary.json"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        with pytest.raises(BadFile, match=r"cannot be read \(No such device or address\)"):
+            read_json_dict(path, Summary, fix="")
+    with pytest.raises(BadFile, match="is a character device, not a regular file"):
+        read_json_dict(Path("/dev/zero"), Summary, fix="")
+
+
+def test_nesting_is_counted_outside_strings_only():
+    assert json_depth('{"a": [1, {"b": "[[[{{{\\"]]]"}], "c": []}') == 3
+    assert json_depth("[" * 65 + "]" * 65) is None and json_depth("[" * 64 + "]" * 64) == 64
+    assert json_depth('"[[[["') == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_hostile_metrics_log_is_a_bad_file_read_strictly_and_no_rows_otherwise(
+    tmp_path: Path, kind: str
+):
+    path = tmp_path / "metrics.jsonl"
+    hostile(path, kind)
+    what = {
+        "fifo": "is a named pipe (FIFO), not a regular file",
+        "deep": "line 1: nests lists or objects more than 64 deep",
+        "huge": "is 8 GiB, more than the 2 GiB such a file may hold",
+    }[kind]
+    with fifos_unblocked(tmp_path):
+        with pytest.raises(BadFile) as caught:
+            read_rows(path, strict=True, fix="retrain it")
+        assert str(caught.value) == f"{path}: {what}; retrain it"
+        assert read_rows(path) == []
+
+
+def test_the_metrics_log_is_read_line_by_line_and_a_line_without_end_is_bounded(
+    tmp_path: Path, monkeypatch
+):
+    from fedbench import metrics_log
+
+    monkeypatch.setattr(metrics_log, "MAX_LINE_BYTES", 64)
+    path = tmp_path / "metrics.jsonl"
+    row = b'{"round": 0, "test_acc": 10.0}\n'
+    path.write_bytes(row + b"0" * 10_000)  # no newline: read no further than 65 bytes
+    with pytest.raises(BadFile, match="line 2: longer than 64 bytes"):
+        read_rows(path, strict=True)
+    assert read_rows(path) == [{"round": 0, "test_acc": 10.0}]
+    path.write_bytes(row + b'{"round": 1, "te')  # a torn last line shorter than the bound
+    assert read_rows(path, strict=True) == [{"round": 0, "test_acc": 10.0}]
+    assert metrics_log.truncate(path, 5) == 1 and path.read_bytes() == row

@@ -3,6 +3,7 @@ aliases (a "billion laughs") fail in one line, fast and without allocating what 
 
 from __future__ import annotations
 
+import os
 import time
 import tracemalloc
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 from fedbench.config import read_yaml
 from fedbench.engine.run_folder import run_status
 from fedbench.errors import FedbenchError
-from fedbench.yaml_safe import MAX_YAML_VALUES, load_yaml
+from fedbench.yaml_safe import MAX_YAML_BYTES, MAX_YAML_VALUES, load_yaml
 
 
 def bomb(levels: int = 9, width: int = 10, indent: str = "") -> str:
@@ -91,3 +92,43 @@ def test_ordinary_aliases_and_large_documents_still_load() -> None:
 def test_duplicate_keys_are_still_refused() -> None:
     with pytest.raises(yaml.YAMLError, match="duplicate key 'a'"):
         load_yaml("a: 1\na: 2\n")
+
+
+def test_a_config_past_the_size_bound_is_refused_before_it_is_parsed(
+    run_cli, tmp_path: Path, tiny_table_path, monkeypatch
+) -> None:
+    """A 50 MB table config (25 million list items under an unknown key) grew `run --dry-run`
+    past 3 GB: a file past MAX_YAML_BYTES is one line, and PyYAML never sees it."""
+    from fedbench import yaml_safe
+
+    def never(text: str) -> None:
+        raise AssertionError("parsed")
+
+    table = tmp_path / "big-table.yaml"
+    table.write_text(tiny_table_path.read_text() + "junk:\n" + "- 1\n" * (2**20 // 4))
+    monkeypatch.setattr(yaml_safe.yaml, "load", never)
+    code, _, err = run_cli("run", str(table), "--dry-run", "--out", str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1, err
+    assert err == (
+        f"error: {table}: is {table.stat().st_size:,} bytes, more than the 1 MiB such a file may "
+        "hold; give the path of a "
+        "YAML file (of at most 1 MiB)\n"
+    )
+    fifo = tmp_path / "run.yaml"  # a FIFO in place of a config: refused, not waited on
+    os.mkfifo(fifo)
+    code, _, err = run_cli("train", str(fifo), "--print-config")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "run.yaml: is a named pipe (FIFO), not a regular file; give the path" in err
+
+
+def test_run_folder_configs_and_tuned_files_are_bounded_too(tmp_path: Path) -> None:
+    junk = "# " + "x" * MAX_YAML_BYTES + "\n"
+    (tmp_path / "config.yaml").write_text("fl: {rounds: 3}\n")
+    assert run_status(tmp_path).rounds == 3
+    (tmp_path / "config.yaml").write_text("fl: {rounds: 3}\n" + junk)
+    assert run_status(tmp_path).rounds is None
+    (tmp_path / "tuned.yaml").write_text("table: tiny\nrows: {}\n" + junk)
+    with pytest.raises(
+        FedbenchError, match=r"tuned\.yaml: is 1,048,6\d\d bytes, more than the 1 MiB"
+    ):
+        read_yaml(tmp_path / "tuned.yaml")

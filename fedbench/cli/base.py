@@ -1,6 +1,8 @@
 """The Typer app, its two consoles, drawing a listing, and the console entry point `main`."""
 
 import functools
+import os
+import select
 import shlex
 import signal
 import sys
@@ -26,7 +28,24 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 # Off a terminal (logs, CI) rich would wrap at 80 columns; tables read better wider.
-console = Console(width=None if sys.stdout.isatty() else 160)
+#: The exit code when the reader of stdout went away (`fedbench runs | head -1`): a process
+#: killed by SIGPIPE exits so in a shell, and shells and `set -o pipefail` know it.
+STDOUT_CLOSED_EXIT = 128 + signal.SIGPIPE
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (`| head -1`): not an error, the command ends quietly."""
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """Rich's own answer to a closed stdout is SystemExit(1); `main` ends quietly instead."""
+        self.quiet = True
+        raise StdoutClosed
+
+
+# Off a terminal (logs, CI) rich would wrap at 80 columns; tables read better wider.
+console = _Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 
@@ -92,6 +111,10 @@ def interruptible(command: Callable[..., None]) -> Callable[..., None]:
     def wrapped(*args: Any, **kwargs: Any) -> None:
         try:
             command(*args, **kwargs)
+        except BrokenPipeError:
+            if _stdout_closed():  # past click, which would exit 1 on it: `main` ends quietly
+                raise StdoutClosed from None
+            raise  # another pipe (a worker's): a bug, with its traceback
         except KeyboardInterrupt:
             raise Interrupted(
                 "interrupted; finished work is kept and nothing is half-written; resume: "
@@ -99,6 +122,30 @@ def interruptible(command: Callable[..., None]) -> Callable[..., None]:
             ) from None
 
     return wrapped
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll(2) reports POLLERR on its end)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a test's capture: no descriptor
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _end_quietly() -> None:
+    """End with STDOUT_CLOSED_EXIT and nothing on stderr: what is still buffered for stdout goes to
+    /dev/null (else Python's own flush at exit prints "Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):  # a stdout without a descriptor: nothing to do
+        pass
+    finally:
+        os.close(devnull)
+    sys.exit(STDOUT_CLOSED_EXIT)
 
 
 def check_set_arguments(argv: list[str]) -> None:
@@ -117,6 +164,12 @@ def check_set_arguments(argv: list[str]) -> None:
 TERMINATED_EXIT_CODE = 143
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwound as Ctrl-C is. A subclass, not KeyboardInterrupt itself: CPython ends a
+    process whose top-level code saw a bare KeyboardInterrupt by SIGINT (exit -2) even after
+    `sys.exit(143)`, and it tells the two apart by the exact type."""
+
+
 @contextmanager
 def sigterm_as_ctrl_c() -> Iterator[list[int]]:
     """Within the block, SIGTERM (`kill`, `timeout`, a batch scheduler's time limit) acts as
@@ -131,11 +184,16 @@ def sigterm_as_ctrl_c() -> Iterator[list[int]]:
         yield received
         return
 
-    def handler(signum: int, _frame: object) -> None:
+    def handler(signum: int, frame: Any) -> None:
         received.append(signum)
-        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-            raise KeyboardInterrupt
-        signal.raise_signal(signal.SIGINT)
+        # Run SIGINT's own Python handler here (Ctrl-C's KeyboardInterrupt, or the deferral of
+        # fedbench.files.interrupts_deferred) rather than raising the signal: a SIGINT raised
+        # while its disposition is the default would kill the process (exit -2, no cleanup).
+        sigint = signal.getsignal(signal.SIGINT)
+        if callable(sigint) and sigint is not signal.default_int_handler:
+            sigint(signal.SIGINT, frame)  # deferred to the end of an atomic write
+        else:
+            raise Terminated
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
@@ -158,17 +216,34 @@ def main() -> None:
     """Console entry point: user errors become one line on stderr and exit code 2.
 
     Typer's own usage errors (unknown option, missing argument) also exit with code 2, and so
-    does a full or read-only disk (one line, fedbench.os_errors).
+    does a full or read-only disk (one line, fedbench.os_errors). SIGTERM acts as Ctrl-C
+    (`sigterm_as_ctrl_c`: temporary folders are removed as the command unwinds) and exits 143; a
+    closed stdout (`| head -1`) ends quietly with STDOUT_CLOSED_EXIT.
     """
     _printable_streams()
-    with sigterm_as_ctrl_c() as terminated:
-        _run_app(terminated)
+    terminated: list[int] = []
+    try:
+        with sigterm_as_ctrl_c() as terminated:
+            _run_app(terminated)
+    except KeyboardInterrupt:
+        # The SIGINT that a SIGTERM raises can land after the command has already unwound
+        # (its line printed): a terminated command still exits 143, not by SIGINT.
+        if terminated:
+            sys.exit(TERMINATED_EXIT_CODE)
+        raise
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _end_quietly()
 
 
 def _run_app(terminated: list[int]) -> None:
     try:
         check_set_arguments(sys.argv[1:])
         app()
+    except StdoutClosed:
+        _end_quietly()
     except FedbenchError as exc:
         prefix = "" if isinstance(exc, Interrupted) else "error: "
         err_console.print(f"{prefix}{exc}", markup=False, highlight=False, soft_wrap=True)

@@ -123,7 +123,12 @@ def load_checkpoint(
     """
     if not path.exists():
         return None
-    problem = "it is a folder, not a file" if path.is_dir() else _problem(path)
+    if path.is_dir():
+        problem: str | None = "it is a folder, not a file"
+    elif not path.is_file():  # a FIFO would block the checksum's read of it
+        problem = "it is not a regular file"
+    else:
+        problem = _problem(path)
     if problem is None:
         try:
             state = torch.load(path, map_location=device, weights_only=True)
@@ -139,7 +144,7 @@ def load_checkpoint(
 
         shutil.rmtree(aside)
     os.replace(path, aside)
-    checksum_path(path).unlink(missing_ok=True)
+    _drop_checksum(checksum_path(path))
     log.warning(
         "warning: checkpoint %s is corrupt (%s); moved it to %s and restarting the run from round 0",
         path,
@@ -147,6 +152,20 @@ def load_checkpoint(
         aside.name,
     )
     return None
+
+
+def _drop_checksum(path: Path) -> None:
+    """Remove the checksum file of a checkpoint set aside; what is not a regular file in its place
+    (a FIFO, a folder) is not fedbench's to delete: it is moved to `<name>.corrupt`."""
+    if path.is_symlink() or not path.exists() or path.is_file():
+        path.unlink(missing_ok=True)
+        return
+    aside = path.with_name(path.name + ".corrupt")
+    if aside.is_dir() and not aside.is_symlink():
+        import shutil
+
+        shutil.rmtree(aside)
+    os.replace(path, aside)
 
 
 def remove_checkpoint(path: Path) -> None:

@@ -31,7 +31,7 @@ from fedbench.errors import FedbenchError
 from fedbench.files import remove_stale_temporaries, safe_name, write_file, write_json
 from fedbench.metrics_log import read_rows, truncate
 from fedbench.readback import Attempt, BadFile, Summary, read_json_dict, read_text, set_aside
-from fedbench.yaml_safe import load_yaml
+from fedbench.yaml_safe import MAX_YAML_BYTES, load_yaml
 
 #: Final statuses: a run with one of these is not run again. `stopped`: ended early on request
 #: (a STOP file, e.g. a pruned tuning trial) after an evaluation.
@@ -401,7 +401,7 @@ def run_status(path: Path) -> RunStatus:
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:
     try:
-        data = load_yaml(read_text(path, fix=""))
+        data = load_yaml(read_text(path, fix="", limit=MAX_YAML_BYTES))
     except (FileNotFoundError, BadFile, yaml.YAMLError):
         return None
     return data if isinstance(data, dict) else None

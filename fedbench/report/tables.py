@@ -517,12 +517,22 @@ def to_wide(view: View) -> pd.DataFrame:
 # Markdown
 
 
+def md_cell(text: str) -> str:
+    """Text in a markdown table cell: a `|` in it would end the cell (labels are otherwise
+    plain text: fedbench.labels refuses what markdown cannot hold)."""
+    return text.replace("|", "\\|")
+
+
 def _md_table(view: View, paper: bool) -> list[str]:
     headers = ["method"] + [_header(g, m, paper) for g in view.groups for m in g.metrics]
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] * len(headers)) + "|"]
+    lines = [_md_row(headers), "|" + "|".join(["---"] * len(headers)) + "|"]
     for cells in _rows(view, paper, lambda cell: _decorated(cell, ("**", "**"), f" {TIE_MARK}")):
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(_md_row(cells))
     return lines
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(md_cell(c) for c in cells) + " |"
 
 
 def to_markdown(view: View) -> str:

@@ -374,6 +374,16 @@ def run_task(task: Task, out: str) -> list[Outcome]:
     return run_runs([run.cfg.to_dict() for run in task.runs], out, task.wait)
 
 
+def check_workers(workers: int | None) -> None:
+    """A worker count is None (one per core or GPU slot) or at least 1: a FedbenchError naming
+    it otherwise (0 or -1 left no slot, and dividing the cores among them raised
+    ZeroDivisionError)."""
+    if workers is not None and (isinstance(workers, bool) or workers < 1):
+        from fedbench.errors import FedbenchError
+
+        raise FedbenchError(f"workers must be at least 1 (or None: one per core), not {workers}")
+
+
 def launch(
     plan: Plan,
     out: Path,
@@ -386,6 +396,7 @@ def launch(
 
     `gpus` overrides the GPUs found on this machine (tests pack runs on a pretend GPU).
     """
+    check_workers(workers)
     runs = unique_runs(plan)
     gpus = visible_gpus() if gpus is None else gpus
     groups = seed_groups(runs, bool(gpus))

@@ -6,7 +6,7 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -14,6 +14,7 @@ from rich.table import Table
 from fedbench.engine.run_folder import RunFolder, child_folder, write_json_atomic
 from fedbench.errors import FedbenchError
 from fedbench.files import remove_stale_temporaries
+from fedbench.os_errors import disk_error_line
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.ran import cell_label, plan_sentence
 from fedbench.runner.launcher import Outcome, launch, local_slots, unique_runs, visible_gpus
@@ -178,27 +179,40 @@ def write_json_plan(plan: Plan, path: Path) -> None:
         raise FedbenchError(f"--write-plan {path}: folder {path.parent} does not exist; create it")
     if path.is_dir():
         raise FedbenchError(f"--write-plan {path} is a folder; give the path of a file to write")
-    write_json_atomic(
-        path,
-        {
-            "name": plan.name,
-            "table": plan.table.table,
-            "preset": plan.preset,
-            "overrides": plan.overrides,
-            "client_steps": plan.client_steps(),
-            "runs": [
-                {
-                    "method": run.method,
-                    "setting": run.setting,
-                    "seed": run.seed,
-                    "run_id": run.run_id,
-                    "client_steps": run.client_steps(),
-                    "config": run.cfg.to_dict(),
-                }
-                for run in plan.runs
-            ],
-        },
-    )
+    if path.exists() and not path.is_file():  # /dev/null: never replaced by a regular file
+        raise FedbenchError(
+            f"--write-plan {path} is not a regular file; give the path of a file to write"
+        )
+    try:
+        write_json_atomic(path, _plan_record(plan))
+    except OSError as exc:  # /proc/version: its folder takes no new file (ENOENT)
+        if disk_error_line(exc) is not None:
+            raise  # a full or read-only disk: the CLI's line says what to do
+        raise FedbenchError(
+            f"--write-plan {path}: cannot write it ({exc.strerror}); give the path of a file in "
+            "a writable folder"
+        ) from None
+
+
+def _plan_record(plan: Plan) -> dict[str, Any]:
+    return {
+        "name": plan.name,
+        "table": plan.table.table,
+        "preset": plan.preset,
+        "overrides": plan.overrides,
+        "client_steps": plan.client_steps(),
+        "runs": [
+            {
+                "method": run.method,
+                "setting": run.setting,
+                "seed": run.seed,
+                "run_id": run.run_id,
+                "client_steps": run.client_steps(),
+                "config": run.cfg.to_dict(),
+            }
+            for run in plan.runs
+        ],
+    }
 
 
 def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = None) -> None:

@@ -46,6 +46,7 @@ from fedbench.config import (
     set_path,
 )
 from fedbench.errors import FedbenchError
+from fedbench.labels import unprintable
 from fedbench.runner.space import row_space
 from fedbench.suggest import did_you_mean
 
@@ -306,11 +307,33 @@ def parse_table_config(data: dict[str, Any], source: str = "table config") -> Ta
             "train a single run config with `fedbench train`"
         )
     try:
-        return TableConfig.model_validate(data)
+        table = TableConfig.model_validate(data)
     except ValidationError as exc:
         raise FedbenchError(
             f"{source}: {format_validation_error(exc, model=TableConfig)}"
         ) from None
+    problem = unprintable_label(table)
+    if problem is not None:
+        raise FedbenchError(f"{source}: {problem}")
+    return table
+
+
+def unprintable_label(table: TableConfig) -> str | None:
+    """What in the table's name, title, note, row or column labels the reports (table.md, .csv,
+    .tex) cannot hold as text (fedbench.labels), or None."""
+    texts = [("table", table.table, False), ("title", table.title, False)]
+    texts += [("note", table.note, True)]
+    texts += [("row", label, False) for label in table.methods]
+    texts += [
+        (f"column_labels.{key}", label, False)
+        for key, labels in table.column_labels.items()
+        for label in labels.values()
+    ]
+    for where, text, lines in texts:
+        problem = unprintable(text, lines=lines)
+        if problem is not None:
+            return f"{where} {text!r} holds {problem}, which a report cannot hold; write it without"
+    return None
 
 
 def load_table(name: str, kind: Literal["table", "ablation"] = "table") -> TableConfig:

@@ -14,6 +14,7 @@ from fedbench.engine import loop, train
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from tests.conftest import read_metrics, strip_elapsed
 from tests.engine.test_engine import tiny_config
+from tests.hostile import KINDS, fifos_unblocked, hostile
 
 CPU = torch.device("cpu")
 
@@ -96,3 +97,31 @@ def test_a_run_with_a_corrupted_checkpoint_restarts_and_matches_an_undisturbed_r
     assert strip_elapsed(read_metrics(run_dir)) == strip_elapsed(read_metrics(reference.run_dir))
     assert json.loads((run_dir / "attempt.json").read_text())["attempts"] == 2
     assert not ckpt.exists() and not (run_dir / "checkpoint.json").exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_hostile_checksum_file_sets_the_checkpoint_aside_and_a_fifo_is_moved_not_deleted(
+    tmp_path: Path, caplog, kind: str
+):
+    path = saved(tmp_path)
+    hostile(tmp_path / "checkpoint.json", kind)
+    what = {
+        "fifo": "is a named pipe (FIFO), not a regular file",
+        "deep": "nests lists or objects more than 64 deep",
+        "huge": "is 8 GiB, more than the 1 MiB such a file may hold",
+    }[kind]
+    with fifos_unblocked(tmp_path), caplog.at_level(logging.WARNING, logger="fedbench"):
+        assert load_checkpoint(path, CPU) is None
+    assert f"its checksum file checkpoint.json is unusable ({what})" in caplog.text
+    assert (tmp_path / "checkpoint.pt.corrupt").is_file()
+    assert not (tmp_path / "checkpoint.json").exists()
+    assert (tmp_path / "checkpoint.json.corrupt").is_fifo() == (kind == "fifo")
+
+
+def test_a_fifo_in_place_of_the_checkpoint_is_set_aside_unread(tmp_path: Path, caplog):
+    path = saved(tmp_path)
+    hostile(path, "fifo")
+    with fifos_unblocked(tmp_path), caplog.at_level(logging.WARNING, logger="fedbench"):
+        assert load_checkpoint(path, CPU) is None
+    assert "it is not a regular file" in caplog.text
+    assert (tmp_path / "checkpoint.pt.corrupt").is_fifo()

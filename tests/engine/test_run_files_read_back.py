@@ -14,6 +14,7 @@ from fedbench.engine.run_folder import RunFolder, run_status
 from fedbench.errors import FedbenchError
 from tests.conftest import read_metrics, strip_elapsed
 from tests.engine.test_engine import tiny_config
+from tests.hostile import KINDS, fifos_unblocked, hostile
 
 
 @pytest.fixture(scope="module")
@@ -117,3 +118,32 @@ def test_a_finished_run_with_a_bad_metrics_row_is_trained_again(tmp_path: Path, 
     assert result.status == "completed" and "line 2: test_acc is 'abc'" in caplog.text
     assert strip_elapsed(read_metrics(run)) == finished[1]
     assert (run / "metrics.jsonl.corrupt").is_file()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("name", ["summary.json", "metrics.jsonl", "attempt.json"])
+def test_a_fifo_a_deep_or_a_huge_run_file_is_set_aside_and_the_run_trained_again(
+    tmp_path: Path, finished, caplog, name: str, kind: str
+):
+    """A FIFO blocked the reader forever, JSON nested 100,000 deep was a RecursionError, an 8 GiB
+    file was read whole: each is refused before it is parsed, moved aside, and the run retrained."""
+    run = _copy(finished[0], tmp_path)
+    if name == "attempt.json":
+        (run / "summary.json").unlink()  # an unfinished run: its attempt.json is read to resume
+    hostile(run / name, kind)
+    with fifos_unblocked(run), caplog.at_level(logging.WARNING, logger="fedbench"):
+        assert run_status(run).state in ("interrupted", "completed")
+        result = train(tiny_config(), tmp_path / "out")
+    what = {
+        "fifo": "is a named pipe (FIFO), not a regular file",
+        "deep": "nests lists or objects more than 64 deep",
+        "huge": "is 8 GiB, more than the ",
+    }[kind]
+    warning = next(
+        r.getMessage() for r in caplog.records if f"moved it to {name}" in r.getMessage()
+    )
+    assert what in warning and f"{run / name}: " in warning and "\n" not in warning
+    assert result.status == "completed"
+    assert strip_elapsed(read_metrics(run)) == finished[1]
+    aside = run / f"{name}.corrupt"  # moved, not deleted
+    assert {"fifo": aside.is_fifo, "deep": aside.is_file, "huge": aside.is_file}[kind]()

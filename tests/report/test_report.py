@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 from pathlib import Path
 
@@ -253,3 +254,19 @@ def test_latex_cells_are_escaped_then_marked_like_every_format() -> None:
     assert _tex_cell(Cell("69.0", best=True, tie=True)) == r"\textbf{69.0}"
     assert _tex_cell(Cell("68.0", tie=False)) == "68.0"
     assert _tex_cell(None) == ""
+
+
+def test_a_pipe_in_a_row_label_stays_in_its_markdown_cell(tmp_path: Path):
+    data = tiny_table_data()
+    data["methods"]["FedAdamW | alpha 0.5"] = data["methods"].pop("FedAdamW")
+    plan = expand(parse_table_config(data), seeds=1)
+    for run in plan.runs:
+        fake_run(tmp_path / "runs" / run.run_id, run.cfg, 50.0)
+    write_plan(plan, tmp_path / plan.name)
+    build_report(tmp_path / plan.name)
+    md = (tmp_path / plan.name / "table.md").read_text().splitlines()
+    header = next(line for line in md if line.startswith("| method"))
+    row = next(line for line in md if line.startswith("| FedAdamW"))
+    assert row.startswith("| FedAdamW \\| alpha 0.5 | ")
+    cells = [c for c in re.split(r"(?<!\\)\|", row)]
+    assert len(cells) == len(header.split("|"))  # one cell per column, not a split row

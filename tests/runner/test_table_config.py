@@ -250,3 +250,33 @@ def test_table11_rows_are_algorithm_2_algorithm_3_and_local_adamw():
     )
     assert (alg2.beta1, alg2.weight_decay, alg2.alignment) == (0.9, 0.01, "additive")
     assert runs["Local AdamW"].name == "local_adamw"
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x1b", "\u202e", "\n", "\u2066"])
+@pytest.mark.parametrize("where", ["row", "title", "table", "column_labels.partition.alpha"])
+def test_a_label_no_report_can_hold_is_refused_in_one_line(char: str, where: str):
+    """A row label or title with NUL, ESC or an RTL override was written raw into table.md and
+    .csv (a newline split the markdown row)."""
+    data = tiny_table_data()
+    label = f"Fed{char}AdamW"
+    if where == "row":
+        data["methods"][label] = data["methods"].pop("FedAdamW")
+    elif where.startswith("column_labels"):
+        data["column_labels"] = {"partition.alpha": {0.6: label}}
+    else:
+        data[where] = label
+    with pytest.raises(FedbenchError) as caught:
+        parse_table_config(data, "t.yaml")
+    message = str(caught.value)
+    name = where.split(".partition")[0] + (".partition.alpha" if "column" in where else "")
+    assert message.startswith(f"t.yaml: {name} {label!r} holds U+{ord(char):04X} (a ")
+    assert "at character 4, which a report cannot hold; write it without" in message
+    assert "\n" not in message
+
+
+def test_a_note_may_span_lines_and_plain_unicode_labels_stay():
+    data = tiny_table_data()
+    data["note"] = "first line\nsecond line"
+    data["methods"]["FedAdamW (α 0.5, β₂ 0.999) — 日本"] = data["methods"].pop("FedAdamW")
+    table = parse_table_config(data)
+    assert table.note == "first line\nsecond line" and len(table.methods) == 2

@@ -53,7 +53,9 @@ def smoke_figure(name: str, say: Callable[[str], None]) -> SmokeReport:
     """Smoke-check figure NAME at its paper settings: every run its experiment trains, in smoke
     form (one line each), then its own computation, drawing and claims on those runs."""
     from fedbench.figures.make import make_figure
+    from fedbench.figures.registry import FIGURES
 
+    FIGURES.get(name)  # an unknown name: its one line (exit code 2), before anything runs
     t0 = time.perf_counter()
     report = SmokeReport(f"figure {name}")
     with (

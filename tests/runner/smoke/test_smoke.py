@@ -178,3 +178,18 @@ def test_cifar_reader_reads_the_real_layout_and_refuses_other_objects(tmp_path: 
         FedbenchError, match=r"incomplete or corrupted \(unexpected object __builtin__\.print\)"
     ):
         load_dataset(DataConfig(name="cifar10", root=str(tmp_path), download=False))
+
+
+@pytest.mark.parametrize(
+    ("command", "what"),
+    [
+        ("figure", "unknown figure 'nosuch'"),
+        ("run", "no table named 'nosuch'"),
+        ("ablate", "no ablation named 'nosuch'"),
+    ],
+)
+def test_an_unknown_name_to_smoke_is_one_line_and_exit_2(run_cli, command: str, what: str):
+    """`figure nosuch --smoke` exited 1 after "0/0 cells ok" with nothing on stderr."""
+    code, out, err = run_cli(command, "nosuch", "--smoke")
+    assert code == 2 and out == "" and err.count("\n") == 1, (out, err)
+    assert err.startswith(f"error: {what}; known: ")
