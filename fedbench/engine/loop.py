@@ -5,6 +5,7 @@ clients one after the other on the one resident model, then ends in `finish_roun
 from __future__ import annotations
 
 import dataclasses
+import functools
 import platform
 import time
 from collections.abc import Callable
@@ -314,10 +315,10 @@ class Engine:
                 measure_steps=diagnostics,
             )
             params = [p.detach() for p in self.params]
-            self._end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
+            self.end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
         self._finish_round(results, base_info)
 
-    def _end_client(
+    def end_client(
         self,
         results: RoundResults,
         client: int,
@@ -391,7 +392,7 @@ class Engine:
         try:
             self.first_evaluation(run)
             while not run.over:
-                self.step(run, self._round)
+                self.step(run, functools.partial(self._round, *self.round_plan(run)))
         finally:
             run.progress.close()
         return self.end(run)
@@ -420,17 +421,18 @@ class Engine:
         evaluated = done % cfg.eval.every == 0 or done == cfg.fl.rounds
         return r, local_lr(cfg.algorithm, r, cfg.fl.rounds), evaluated and cfg.eval.diagnostics
 
-    def step(self, run: RunPass, train: Callable[[int, float, bool], None]) -> None:
-        """Round `run.next_round`: `train(r, lr, diagnostics)` (the round itself), then its
-        evaluation, the stop request, the checkpoint and the progress; a divergence (in `train`
-        or in the evaluation) or a stop request ends the pass."""
+    def step(self, run: RunPass, train: Callable[[], None]) -> None:
+        """Round `run.next_round`: `train()` (the round itself, as `round_plan` planned it: this
+        engine's own round, or the end of a round whose clients trained stacked with other
+        runs'), then its evaluation, the stop request, the checkpoint and the progress; a
+        divergence (in `train` or in the evaluation) or a stop request ends the pass."""
         cfg = self.cfg
         rounds = cfg.fl.rounds
-        r, lr, diagnostics = self.round_plan(run)
+        r, lr, _ = self.round_plan(run)
         done = r + 1
         evaluated = done % cfg.eval.every == 0 or done == rounds
         try:
-            train(r, lr, diagnostics)
+            train()
             self._note_clipping()
             elapsed = self.elapsed_before + time.perf_counter() - run.t0
             row = None

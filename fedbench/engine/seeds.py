@@ -132,4 +132,4 @@ class SeedsEngine:
             finishers.append(finish)
         train_jobs(jobs)
         for (engine, run), finish in zip(active, finishers, strict=True):
-            engine.step(run, lambda r, lr, diagnostics, finish=finish: finish())
+            engine.step(run, finish)

@@ -30,8 +30,9 @@ from fedbench.engine.setup import RunSetup
 from fedbench.step import clip_by_norm_
 
 
-class VectorizedEngine(Protocol):
-    """What the chunk trainer reads of a run's engine (fedbench.engine.vectorized's class)."""
+class StackedRun(Protocol):
+    """What the stacked-rows executor reads of each run whose clients it trains (the vectorised
+    engine of fedbench.engine.vectorized is one; seeds trained together are several)."""
 
     setup: RunSetup
     cfg: RunConfig
@@ -66,7 +67,7 @@ class VectorizedEngine(Protocol):
 
     def batch_width(self, client: int) -> int: ...
 
-    def _end_client(
+    def end_client(
         self,
         results: RoundResults,
         client: int,
@@ -84,7 +85,7 @@ class ClientJob:
     """One sampled client of one run: the run's engine (its setup, global model, server and
     client states), the client, and the round's info and results it adds its upload to."""
 
-    engine: VectorizedEngine
+    engine: StackedRun
     client: int
     info: RoundInfo
     results: RoundResults
@@ -103,7 +104,7 @@ class StepGroup:
     local: Any
 
 
-def segments(jobs: list[ClientJob]) -> Iterator[tuple[VectorizedEngine, int, int]]:
+def segments(jobs: list[ClientJob]) -> Iterator[tuple[StackedRun, int, int]]:
     """(engine, start, stop) of each run of consecutive jobs of one engine."""
     start = 0
     for engine, group in itertools.groupby(jobs, key=lambda job: job.engine):
@@ -208,9 +209,9 @@ def _labels(jobs: list[ClientJob], idx: Tensor) -> Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def _data_segments(jobs: list[ClientJob]) -> list[tuple[VectorizedEngine, int, int]]:
+def _data_segments(jobs: list[ClientJob]) -> list[tuple[StackedRun, int, int]]:
     """Like `segments`, but runs that hold the same data object share one segment."""
-    merged: list[tuple[VectorizedEngine, int, int]] = []
+    merged: list[tuple[StackedRun, int, int]] = []
     for engine, start, stop in segments(jobs):
         if merged and merged[-1][0].setup.data is engine.setup.data:
             merged[-1] = (merged[-1][0], merged[-1][1], stop)
@@ -310,7 +311,7 @@ def train_chunk(jobs: list[ClientJob]) -> None:
 
 
 def stacked_gradients(
-    engine: VectorizedEngine,
+    engine: StackedRun,
     y: list[Tensor],
     buffers: dict[str, Tensor],
     xb: Tensor,
@@ -346,7 +347,7 @@ def _finish(
             ratio = None
             if step_sizes is not None and job.results.diagnostics:
                 ratio = float(step_sizes[i] / job.info.local_steps / job.info.lr)
-            job.engine._end_client(
+            job.engine.end_client(
                 job.results,
                 job.client,
                 [t[i] for t in y],
