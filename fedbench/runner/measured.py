@@ -94,6 +94,10 @@ def load_figures(path: Path) -> Figures | None:
     data = _read(path)
     if data is None or not any("client_steps_per_s" in r for r in data["rows"]):
         return None
+    # A suite file names its suite and its device; other benchmarks' files with rows of client
+    # steps/s (benchmarks/shared_machine.py, seeds_together.py) measure something else.
+    if not isinstance(data.get("suite"), str) or not isinstance(data.get("device"), str):
+        return None
     return Figures(path, data)
 
 

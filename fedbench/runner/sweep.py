@@ -144,6 +144,10 @@ def print_dry_run(
         )
     else:
         log(checked.found_line())
+    from fedbench.runner.execution_plans import execution_plan_lines
+
+    for line in execution_plan_lines(plan, bool(checked.missing)):
+        log(line)
 
 
 def probe_slots(plan: Plan, workers: int | None) -> tuple[int, int | None]:

@@ -166,3 +166,16 @@ def test_the_probe_keeps_to_its_share_and_scales_a_round_that_does_not_fit(
     assert got.step_s == pytest.approx(step_s)
     assert got.scaled is (shape != (5, 10))
     assert clock.now == pytest.approx(spent)
+
+
+def test_a_results_file_of_another_benchmark_is_no_suite(tmp_path: Path):
+    """benchmarks/shared_machine.py writes rows of client steps/s too, without a suite or a
+    device: the dry run read it as a measurement of a device named '?'."""
+    path = tmp_path / "shared-machine.json"
+    path.write_text(json.dumps({"measured_at": "x", "rows": [{"client_steps_per_s": 5.0}]}))
+    assert measured.load_figures(path) is None
+    suite = tmp_path / "suite.json"
+    suite.write_text(
+        json.dumps({"suite": "table1", "device": "D", "rows": [{"client_steps_per_s": 5.0}]})
+    )
+    assert measured.load_figures(suite) is not None
