@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from rich.console import Console
@@ -91,6 +91,10 @@ class Engine:
 
     #: The engine's name in summary.json and `fedbench bench` (runtime.engine's values).
     name = "sequential"
+    #: Whether the engine trains its clients as rows stacked over a leading dimension with a
+    #: step of its own (fedbench.engine.stacked): then it builds no per-client compiled step,
+    #: compiled forward or CUDA-graphed forward.
+    stacks_rows: ClassVar[bool] = False
 
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         self.setup = setup
@@ -121,12 +125,14 @@ class Engine:
         self.objective = Objective(self.cfg.fl.label_smoothing)
         #: What `runtime.compile` compiles: the whole client step where it can be captured,
         #: else the model's forward (None: nothing compiled).
-        self.captured = self._captured_step(plan is not None) if runtime.compile else None
-        self.compiled = None if not runtime.compile else "step" if self.captured else "forward"
+        per_row = not self.stacks_rows
+        compiling = runtime.compile and per_row
+        self.captured = self._captured_step(plan is not None) if compiling else None
+        self.compiled = None if not compiling else "step" if self.captured else "forward"
         self.forward: Callable[[Tensor], Tensor] = (
             torch.compile(model) if self.compiled == "forward" else model
         )
-        if cuda_graphs_wanted(self.cfg, setup.device):
+        if per_row and cuda_graphs_wanted(self.cfg, setup.device):
             self.forward = GraphedForward(model)
         self.private = (
             plan.mechanism(model, self.params, self.autocast, self.objective) if plan else None

@@ -64,6 +64,7 @@ class VectorizedEngine(Engine):
     """Engine whose rounds train the sampled clients together (see the module docstring)."""
 
     name = "vectorized"
+    stacks_rows = True
 
     def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
         super().__init__(setup, folder, console)
@@ -158,10 +159,6 @@ class VectorizedEngine(Engine):
         graph freezes no value (fedbench.engine.captured)."""
         k_tensor, tensors = step_scalars(k, info, self.setup.device)
         self.stacked_step(y, buffers, local, xb, yb, mask, k_tensor, tensors)
-
-    def _captured_step(self, private: bool) -> None:
-        """The sequential engine's compiled step does not apply: clients train stacked."""
-        return None
 
     def client_chunk(self, clients: int) -> int:
         """Clients trained together (`runtime.client_chunk`; auto: from free device memory)."""
