@@ -49,7 +49,7 @@ def test_seeds_beyond_the_table_are_said_and_a_list_is_exact(run_cli, tmp_path) 
         str(tmp_path),
     )
     assert code == 0, err
-    rows = [line for line in out.splitlines() if "FedAvg" in line]
+    rows = [line for line in out.splitlines() if "FedAvg" in line and line.startswith("│")]
     assert rows and all("0,3,7" in row for row in rows)
     assert "note: table1 lists seeds 0,1,2,3,4; also running seeds 7" in out
     code, _, err = run_cli("run", "table1", "--seeds", "0,x", "--dry-run")
