@@ -168,7 +168,7 @@ def _clipping(setup: RunSetup) -> Choice | None:
 
 def _seeds(setup: RunSetup, executor: str) -> Choice:
     together = setup.cfg.runtime.seeds_together
-    if together in (1, "1"):
+    if together == 1:
         return Choice("seeds_together", "1", "runtime.seeds_together 1: each seed on its own")
     if executor != "vectorized":
         return Choice("seeds_together", "1", "seeds stack only on the vectorized executor", True)

@@ -76,7 +76,6 @@ class VectorizedEngine(Engine):
         self.split = split_model(model)
         self.names = self.split.names
         self.buffer_names = self.split.buffer_names
-        self.constants = self.split.constants
         objective, split = self.objective, self.split
 
         def loss(

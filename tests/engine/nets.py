@@ -1,4 +1,5 @@
-"""Small models the engine tests swap into a prepared run (digits: 1 x 8 x 8, 10 classes)."""
+"""Small models the engine tests swap into a prepared run (digits: 1 x 8 x 8, 10 classes), and
+prepared runs in float64 (the precision the engine tests compare in)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.engine.setup import RunSetup, param_spec
+from fedbench.config import RunConfig
+from fedbench.engine.setup import RunSetup, param_spec, prepare_run
 
 
 def batchnorm_net(seed: int = 0) -> nn.Module:
@@ -29,3 +31,16 @@ def with_model(setup: RunSetup, model: nn.Module) -> RunSetup:
     cfg = setup.cfg.algorithm
     algorithm = ALGORITHMS.get(cfg.name)(cfg, param_spec(model), num_clients=setup.num_clients)
     return replace(setup, model=model, algorithm=algorithm)
+
+
+def double(setup: RunSetup) -> RunSetup:
+    """The setup with its model and data in float64 (in place)."""
+    setup.model.double()
+    d = setup.data
+    setup.data = replace(d, x_train=d.x_train.double(), x_test=d.x_test.double())
+    return setup
+
+
+def prepare64(cfg: RunConfig) -> RunSetup:
+    """The run's setup with its model and data in float64."""
+    return double(prepare_run(cfg))

@@ -14,7 +14,6 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,9 +23,9 @@ from torch import nn
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine.run import RunResult
 from fedbench.engine.run_seeds import train_together
-from fedbench.engine.setup import RunSetup, prepare_run
+from fedbench.engine.setup import RunSetup
 from tests.conftest import read_metrics
-from tests.engine.nets import batchnorm_net, with_model
+from tests.engine.nets import batchnorm_net, prepare64, with_model
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -49,13 +48,6 @@ BASE = [
 ]
 
 
-def _double(setup: RunSetup) -> RunSetup:
-    setup.model.double()
-    d = setup.data
-    setup.data = replace(d, x_train=d.x_train.double(), x_test=d.x_test.double())
-    return setup
-
-
 def _groupnorm_net(seed: int) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(
@@ -69,7 +61,7 @@ def _groupnorm_net(seed: int) -> nn.Module:
 
 def _prepare(model: Callable[[int], nn.Module] | None) -> Callable[[RunConfig], RunSetup]:
     def prepare(cfg: RunConfig) -> RunSetup:
-        setup = _double(prepare_run(cfg))
+        setup = prepare64(cfg)
         if model is not None:
             setup = with_model(setup, model(cfg.seed).double())
         return setup

@@ -12,7 +12,7 @@ import torch
 from fedbench.config import load_run_config
 from fedbench.engine.run_seeds import train_together
 from tests.conftest import read_metrics
-from tests.engine.test_golden_runs import _double
+from tests.engine.nets import prepare64
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -52,9 +52,7 @@ def _weights(out: Path, engine: str, smoothing: float) -> dict[str, torch.Tensor
         [cfg],
         out,
         save_model=True,
-        prepare=lambda c: _double(
-            __import__("fedbench.engine.setup", fromlist=["prepare_run"]).prepare_run(c)
-        ),
+        prepare=prepare64,
     )
     return torch.load(result.run_dir / "model.pt", weights_only=True), read_metrics(result.run_dir)
 

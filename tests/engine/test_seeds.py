@@ -8,7 +8,6 @@ the runs that cannot stack."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.errors import FedbenchError
 from tests.conftest import read_metrics
-from tests.engine.nets import batchnorm_net, with_model
+from tests.engine.nets import batchnorm_net, prepare64, with_model
 
 TOL = 1e-12
 SEEDS = (1, 2, 3)
@@ -58,18 +57,6 @@ def _cfg(seed: int, algorithm: str = "fedavg", *extra: str) -> RunConfig:
             *extra,
         ],
     )
-
-
-def _double(setup: RunSetup) -> RunSetup:
-    setup.model.double()
-    d = setup.data
-    setup.data = replace(d, x_train=d.x_train.double(), x_test=d.x_test.double())
-    return setup
-
-
-def prepare64(cfg: RunConfig) -> RunSetup:
-    """The run's setup with its model and data in float64."""
-    return _double(prepare_run(cfg))
 
 
 def prepare64_batchnorm(cfg: RunConfig) -> RunSetup:
