@@ -128,6 +128,16 @@ def test_partitions_import_nothing_above_them() -> None:
             assert not [t for t in targets if t.startswith(above)], source
 
 
+def test_privacy_imports_nothing_above_it() -> None:
+    # The mechanisms and the accountant sit below the engine that calls them; a view that reads
+    # table plans (`fedbench epsilon`: fedbench.report.epsilon) lives with the other views.
+    above = tuple(f"fedbench.{name}" for name in ("engine", "runner", "report", "figures", "cli"))
+    graph = import_graph()
+    for source, targets in graph.items():
+        if source.startswith("fedbench.privacy"):
+            assert not [t for t in targets if t.startswith(above)], source
+
+
 def test_the_graph_sees_function_level_and_package_imports() -> None:
     graph = import_graph()
     assert "fedbench.engine.vectorized" in graph["fedbench.engine.run"]  # select_engine

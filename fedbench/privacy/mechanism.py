@@ -74,7 +74,7 @@ from torch.utils.hooks import RemovableHandle
 from fedbench.errors import FedbenchError
 from fedbench.privacy.book_keeping import BookKeeper, bk_supported
 from fedbench.privacy.in_place import copy_inputs_of_in_place_modules, is_in_place_error
-from fedbench.step import Objective
+from fedbench.step import Objective, split_model
 
 #: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at each batch size).
 Method = Literal["auto", "bk", "ghost", "vmap"]
@@ -202,6 +202,8 @@ class PrivateGradient:
         by_id = {id(p): name for name, p in model.named_parameters()}
         self.names = [by_id[id(p)] for p in params]
         self.model = model
+        #: The model's buffers and constants for vmap's functional call (fedbench.step).
+        self.split = split_model(model)
         self.params = params
         self.noise_multiplier = noise_multiplier
         self.clip = clip
@@ -286,14 +288,13 @@ class PrivateGradient:
         return "; ".join(notes) or None
 
     def _sample_loss(
-        self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
+        self, trainable: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> Tensor:
-        # frozen: every other tensor of the model (buffers, frozen parameters), as it is.
         return self.objective.functional(
             self.model,
-            None,
+            self.split,
             trainable,
-            frozen,
+            buffers,
             x.unsqueeze(0),
             y.unsqueeze(0),
             autocast=self.autocast,
@@ -312,24 +313,23 @@ class PrivateGradient:
 
     def per_sample_grads(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Unclipped per-sample gradients, one (B, *shape) tensor per parameter (tests, benches)."""
-        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
-        frozen = self._frozen(trainable)
         if self._ghost is None:
-            grads = self._per_sample(trainable, frozen, x, y)
+            grads = self._per_sample(*self._tensors(), x, y)
             return [grads[n] for n in self.names]
         # torch.func cannot trace through Opacus' backward hooks: detach them meanwhile.
         self._ghost.remove_hooks()
         try:
-            grads = self._per_sample(trainable, frozen, x, y)
+            grads = self._per_sample(*self._tensors(), x, y)
         finally:
             self._ghost.add_hooks(loss_reduction="sum", batch_first=True)
             self._ghost.disable_hooks()
         return [grads[n] for n in self.names]
 
-    def _frozen(self, trainable: dict[str, Tensor]) -> dict[str, Tensor]:
-        frozen = {n: p.detach() for n, p in self.model.named_parameters() if n not in trainable}
-        frozen.update(dict(self.model.named_buffers()))
-        return frozen
+    def _tensors(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """vmap's arguments: the trainable parameters (detached) and the state buffers."""
+        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
+        buffers = dict(zip(self.split.buffer_names, self.split.buffers(self.model), strict=True))
+        return trainable, buffers
 
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """sum_j clip(g_j), never a Python loop over samples."""
@@ -527,13 +527,13 @@ class PrivateGradient:
             return list(torch.autograd.grad((losses * factors).sum(), self.params))
 
     def _per_sample_checked(
-        self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
+        self, trainable: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> dict[str, Tensor]:
         """vmap's per-sample gradients; under bf16 autocast, a model whose backward has no
         batching rule for mixed dtypes (Swin's window attention: "expected scalar type BFloat16
         but found Float") is computed in float32 from then on, with a note in `fallback`."""
         try:
-            return self._per_sample(trainable, frozen, x, y)
+            return self._per_sample(trainable, buffers, x, y)
         except RuntimeError as exc:
             if str(exc).startswith("vmap:"):  # e.g. data-dependent control flow (RoBERTa's mask)
                 raise FedbenchError(
@@ -545,17 +545,16 @@ class PrivateGradient:
         self.autocast = None
         note = "per-sample gradients under bf16 autocast fail for this model in vmap; float32"
         self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
-        return self._per_sample(trainable, frozen, x, y)
+        return self._per_sample(trainable, buffers, x, y)
 
     def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Chunked over the batch: per-sample gradients of a chunk, clipped and summed."""
-        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
-        frozen = self._frozen(trainable)
+        trainable, buffers = self._tensors()
         total = [torch.zeros_like(p) for p in self.params]
         step = chunk_size(self.d, max(1, x.shape[0]))
         for start in range(0, x.shape[0], step):
             grads = self._per_sample_checked(
-                trainable, frozen, x[start : start + step], y[start : start + step]
+                trainable, buffers, x[start : start + step], y[start : start + step]
             )
             flat = [grads[n].flatten(1) for n in self.names]
             norms = torch.linalg.vector_norm(torch.cat(flat, dim=1), dim=1)
