@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -72,9 +72,9 @@ from torch.func import grad, vmap
 from torch.utils.hooks import RemovableHandle
 
 from fedbench.errors import FedbenchError
-from fedbench.privacy.book_keeping import BookKeeper, bk_supported
+from fedbench.privacy.book_keeping import BookKeeper, _PerSample, bk_supported
 from fedbench.privacy.in_place import copy_inputs_of_in_place_modules, is_in_place_error
-from fedbench.step import Objective, split_model
+from fedbench.step import Objective, autocast_context, split_model
 
 #: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at each batch size).
 Method = Literal["auto", "bk", "ghost", "vmap"]
@@ -353,7 +353,7 @@ class PrivateGradient:
         b = x.shape[0]
         picked = checked_samples(b)
         with self._exact_conditions():
-            per_layer = self._ghost_norms(x, y, cast=False)[1]
+            per_layer = self._ghost_norms(x, y)[1]  # no autocast here
             for name, norms in zip(self.names, per_layer, strict=True):
                 if norms.shape != (b,):
                     return (
@@ -375,14 +375,9 @@ class PrivateGradient:
         b = x.shape[0]
         picked = checked_samples(b)
         with self._exact_conditions():
-            with self._bk.recording():
-                out = self.model(x)
-            why = self._bk.problem(b)
-            if why is not None:
-                self._bk.clear()
-                return why
-            losses = self.objective.private_loss(out, y, "none")
-            per_layer = self._bk.backward(losses.sum(), b)
+            per_layer = self._bk_pass(x, y)
+            if isinstance(per_layer, str):
+                return per_layer
             exact = self._looped_grads(x[picked], y[picked])
         norms = self._bk.norms(per_layer, b, exact[0][0])[picked]
         exact_norms = _norms(exact).to(norms.dtype)
@@ -463,46 +458,47 @@ class PrivateGradient:
             raise FedbenchError(f"{what}: {why}; use vmap (privacy.clipping vmap) or auto")
         self.close()
         self.method = "vmap"
-        note = f"{what} ({why}); using vmap"
+        self._fall_back(f"{what} ({why}); using vmap")
+
+    def _fall_back(self, note: str) -> None:
+        """Add `note` to `fallback`."""
         self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
 
-    def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
-        """One forward and one backward pass: each layer's per-sample norms, then its clipped
-        sum sum_j c_j g_j formed from its recorded input and output gradient (book_keeping)."""
+    def _bk_pass(self, x: Tensor, y: Tensor) -> list[_PerSample] | str:
+        """BK's one forward and one backward pass: each layer's per-sample norms and sums, or
+        why the recorded forward does not fit BK (`BookKeeper.problem`)."""
         assert self._bk is not None
-        if x.shape[0] == 0:
-            return [torch.zeros_like(p) for p in self.params]
-        context = (
-            torch.autocast(x.device.type, dtype=self.autocast)
-            if self.autocast is not None
-            else contextlib.nullcontext()
-        )
-        with self._bk.recording(), context:
+        with self._bk.recording(), autocast_context(x.device.type, self.autocast):
             out = self.model(x)
         why = self._bk.problem(x.shape[0])
         if why is not None:
             self._bk.clear()
-            raise FedbenchError(f"book-keeping clipping is not exact for this batch: {why}")
+            return why
         losses = self.objective.private_loss(out, y, "none")
-        per_layer = self._bk.backward(losses.sum(), x.shape[0])
+        return self._bk.backward(losses.sum(), x.shape[0])
+
+    def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """Each layer's per-sample norms, then its clipped sum sum_j c_j g_j formed from its
+        recorded input and output gradient (book_keeping)."""
+        assert self._bk is not None
+        if x.shape[0] == 0:
+            return [torch.zeros_like(p) for p in self.params]
+        per_layer = self._bk_pass(x, y)
+        if isinstance(per_layer, str):
+            raise FedbenchError(f"book-keeping clipping is not exact for this batch: {per_layer}")
         norms = self._bk.norms(per_layer, x.shape[0], self.params[0])
         return self._bk.weighted_sums(per_layer, clip_factors(norms, self.clip))
 
-    def _ghost_norms(self, x: Tensor, y: Tensor, cast: bool = True) -> tuple[Tensor, list[Tensor]]:
+    def _ghost_norms(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[Tensor]]:
         """The per-sample losses (graph kept) and each parameter's per-sample gradient norms
         from Opacus' hooks, by one backward pass whose parameter gradients are dropped."""
         assert self._ghost is not None
-        context = (
-            torch.autocast(x.device.type, dtype=self.autocast)
-            if cast and self.autocast is not None
-            else contextlib.nullcontext()
-        )
         # The hooks stay attached (re-attaching them costs as much as a small model's step)
         # but act only here. They also fire on the first layer, whose input needs no gradient.
         with _quiet_hooks():
             self._ghost.enable_hooks()
             try:
-                with context:
+                with autocast_context(x.device.type, self.autocast):
                     out = self._ghost(x)
                 losses = self.objective.private_loss(out, y, "none")
                 torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
@@ -543,8 +539,9 @@ class PrivateGradient:
             if self.autocast is None or "expected scalar type" not in str(exc):
                 raise
         self.autocast = None
-        note = "per-sample gradients under bf16 autocast fail for this model in vmap; float32"
-        self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
+        self._fall_back(
+            "per-sample gradients under bf16 autocast fail for this model in vmap; float32"
+        )
         return self._per_sample(trainable, buffers, x, y)
 
     def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
@@ -636,6 +633,3 @@ def poisson_batches(
 ) -> PoissonBatches:
     """The K Poisson-subsampled batches of a client (see PoissonBatches)."""
     return PoissonBatches(samples, local_steps, rate, generator, advance)
-
-
-GradientFn = Callable[[Tensor, Tensor], list[Tensor]]
