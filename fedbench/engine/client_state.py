@@ -35,16 +35,17 @@ def client_state_device(store: str, compute: torch.device) -> torch.device:
     return compute
 
 
-def stack_states(states: list[Any]) -> Any:
-    """Stack per-client states along a new leading client dim.
-    Non-tensor leaves (floats, flags) must agree across clients and are kept as they are."""
+def stack_states(states: list[Any], join: Callable[[list[Tensor]], Tensor] = torch.stack) -> Any:
+    """Stack per-client states along a new leading client dim (`join=torch.cat`: concatenate
+    stacked states along theirs). Non-tensor leaves (floats, flags) must agree across clients
+    and are kept as they are (the first's)."""
     first = states[0]
     if isinstance(first, Tensor):
-        return torch.stack(states)
+        return join(states)
     if isinstance(first, dict):
-        return {k: stack_states([s[k] for s in states]) for k in first}
+        return {k: stack_states([s[k] for s in states], join) for k in first}
     if isinstance(first, list | tuple):
-        return type(first)(stack_states(list(items)) for items in zip(*states, strict=True))
+        return type(first)(stack_states(list(items), join) for items in zip(*states, strict=True))
     return first
 
 

@@ -38,6 +38,18 @@ def test_map_tensors_keeps_the_structure_and_the_non_tensor_leaves() -> None:
     assert index_state(stacked, 1)["m"][0].tolist() == [2.0, 4.0]
 
 
+def test_stack_states_with_cat_joins_stacked_states_as_the_stacked_step_does() -> None:
+    # join=torch.cat concatenates states already stacked over clients (stacked.cat_states).
+    from fedbench.engine.stacked import cat_states
+
+    a = {"m": [torch.arange(4.0).view(2, 2)], "flag": True}
+    b = {"m": [torch.arange(4.0, 10.0).view(3, 2)], "flag": True}
+    joined = stack_states([a, b], torch.cat)
+    assert joined["m"][0].tolist() == torch.arange(10.0).view(5, 2).tolist()
+    assert joined["flag"] is True
+    assert torch.equal(joined["m"][0], cat_states([a, b])["m"][0])
+
+
 @pytest.mark.parametrize(
     ("store", "compute", "expected"),
     [
