@@ -16,7 +16,7 @@ import argparse
 from collections import defaultdict
 
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.privacy.report import parse_column_picks, table_epsilons
+from fedbench.report.epsilon import parse_column_picks, table_epsilons
 from fedbench.runner.sweep import make_plan
 from fedbench.runner.table_config import load_table
 

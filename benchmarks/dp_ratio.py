@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fedbench.config import ModelConfig  # noqa: E402
-from fedbench.engine.bench_suite import device_name  # noqa: E402
 from fedbench.models import build_model  # noqa: E402
 from fedbench.privacy.mechanism import PrivateGradient  # noqa: E402
+from fedbench.runner.bench_suite import device_name  # noqa: E402
 
 LORA = {"r": 16, "alpha": 32, "dropout": 0.0}
 SMALL = {

@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fedbench.config import parse_run_config  # noqa: E402
-from fedbench.engine.bench_suite import device_name  # noqa: E402
 from fedbench.engine.run import RunResult  # noqa: E402
 from fedbench.engine.run_seeds import train_together  # noqa: E402
+from fedbench.runner.bench_suite import device_name  # noqa: E402
 
 #: The small CNN on the embedded digits data (benchmarks/seeds_together.py's workload), every
 #: round evaluated.

@@ -34,18 +34,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fedbench.config import parse_run_config  # noqa: E402
-from fedbench.engine.bench_suite import (  # noqa: E402
-    WORKLOADS,
-    device_name,
-    table1_config,
-    write_random_cifar,
-)
 from fedbench.engine.run_folder import RunFolder  # noqa: E402
 from fedbench.engine.schedule import local_lr  # noqa: E402
 from fedbench.engine.seeds import share_data  # noqa: E402
 from fedbench.engine.setup import prepare_run  # noqa: E402
 from fedbench.engine.stacked import train_jobs  # noqa: E402
 from fedbench.engine.vectorized import VectorizedEngine  # noqa: E402
+from fedbench.runner.bench_suite import (  # noqa: E402
+    WORKLOADS,
+    device_name,
+    table1_config,
+    write_random_cifar,
+)
 
 CNN = {
     "data": {"name": "digits", "augment": False},

@@ -128,6 +128,19 @@ def test_partitions_import_nothing_above_them() -> None:
             assert not [t for t in targets if t.startswith(above)], source
 
 
+def test_privacy_and_the_engine_import_nothing_above_them() -> None:
+    # The mechanisms and the accountant sit below the engine that calls them, and the engine
+    # below the runner; a command's view above them lives with the layer it reads
+    # (`fedbench epsilon`: fedbench.report.epsilon; `fedbench train`: fedbench.runner.one_run).
+    above = ("runner", "report", "figures", "catalog", "cli")
+    graph = import_graph()
+    for package, higher in (("privacy", ("engine", *above)), ("engine", above)):
+        prefixes = tuple(f"fedbench.{name}" for name in higher)
+        for source, targets in graph.items():
+            if source.startswith(f"fedbench.{package}"):
+                assert not [t for t in targets if t.startswith(prefixes)], source
+
+
 def test_the_graph_sees_function_level_and_package_imports() -> None:
     graph = import_graph()
     assert "fedbench.engine.vectorized" in graph["fedbench.engine.run"]  # select_engine

@@ -51,7 +51,7 @@ def bench(
 ) -> None:
     """Throughput of the engine (client steps/s) and its overhead over a bare PyTorch loop."""
     from fedbench.engine.bench import result_listing
-    from fedbench.engine.bench_suite import measure
+    from fedbench.runner.bench_suite import measure
 
     result, path = measure(
         config,

@@ -39,7 +39,7 @@ def epsilon(
     seeds: SeedsOption = None,
 ) -> None:
     """Print the epsilon a private config will spend (or the sigma calibrated to its target)."""
-    from fedbench.privacy.report import epsilon_view
+    from fedbench.report.epsilon import epsilon_view
 
     show(
         epsilon_view(

@@ -56,7 +56,7 @@ def train(
     ] = False,
 ) -> None:
     """Train one run; its folder is OUT/runs/<run_id>/. Reruns resume or skip a finished run."""
-    from fedbench.engine.one_run import train_command
+    from fedbench.runner.one_run import train_command
 
     report = train_command(
         config,

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 import torch
@@ -23,6 +22,9 @@ from torch import Tensor, nn
 
 from fedbench.config import RunConfig
 from fedbench.errors import FedbenchError
+
+# captured.py, client.py and stacked.py import it from here.
+from fedbench.step.precision import autocast_context as autocast_context
 
 
 def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
@@ -32,17 +34,6 @@ def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
     return torch.bfloat16 if precision == "bf16" else None
-
-
-def autocast_context(
-    device_type: str, dtype: torch.dtype | None, *, cache: bool = True
-) -> contextlib.AbstractContextManager[object]:
-    """torch.autocast to `dtype` (the run's `apply_precision`), or nothing when it is None.
-    `cache=False` turns off the weight-cast cache, which CUDA graph capture needs off (and
-    which lives for one step anyway)."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type, dtype=dtype, cache_enabled=cache)
 
 
 def _float_inputs(module: nn.Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:

@@ -16,7 +16,6 @@ which makes the ratio robust to other processes sharing the CPU.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import resource
 import sys
@@ -33,7 +32,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.listing import Listing
-from fedbench.step import Objective
+from fedbench.step import Objective, autocast_context
 from fedbench.threads import current_record
 
 
@@ -68,7 +67,7 @@ class BareLoop:
         mean_size = sum(sizes) // len(sizes)
         self.batch_size = cfg.fl.batch_size if 0 < cfg.fl.batch_size < mean_size else mean_size
         self.generator = torch.Generator().manual_seed(cfg.seed)
-        self.autocast = cfg.runtime.precision == "bf16"
+        self.autocast = torch.bfloat16 if cfg.runtime.precision == "bf16" else None
 
     def steps(self, n: int) -> None:
         data, device = self.setup.data, self.setup.device
@@ -84,12 +83,7 @@ class BareLoop:
                     xb = data.augment(xb, self.generator)
                 if self.setup.prepare is not None:
                     xb = self.setup.prepare(xb)
-                cast = (
-                    torch.autocast(device.type, dtype=torch.bfloat16)
-                    if self.autocast
-                    else contextlib.nullcontext()
-                )
-                with cast:
+                with autocast_context(device.type, self.autocast):
                     loss = Objective().loss(self.forward(xb), yb)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -3,21 +3,27 @@ moving them between devices, and stacking them along a leading client dimension 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
 
-def to_device(state: Any, device: torch.device) -> Any:
-    """A client state with every tensor on `device` (non-tensor leaves kept as they are)."""
+def map_tensors(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+    """A client state with `fn` applied to every tensor (non-tensor leaves kept as they are)."""
     if isinstance(state, Tensor):
-        return state.to(device)
+        return fn(state)
     if isinstance(state, dict):
-        return {k: to_device(v, device) for k, v in state.items()}
+        return {k: map_tensors(v, fn) for k, v in state.items()}
     if isinstance(state, list | tuple):
-        return type(state)(to_device(v, device) for v in state)
+        return type(state)(map_tensors(v, fn) for v in state)
     return state
+
+
+def to_device(state: Any, device: torch.device) -> Any:
+    """A client state with every tensor on `device`."""
+    return map_tensors(state, lambda t: t.to(device))
 
 
 def client_state_device(store: str, compute: torch.device) -> torch.device:
@@ -29,25 +35,20 @@ def client_state_device(store: str, compute: torch.device) -> torch.device:
     return compute
 
 
-def stack_states(states: list[Any]) -> Any:
-    """Stack per-client states along a new leading client dim.
-    Non-tensor leaves (floats, flags) must agree across clients and are kept as they are."""
+def stack_states(states: list[Any], join: Callable[[list[Tensor]], Tensor] = torch.stack) -> Any:
+    """Stack per-client states along a new leading client dim (`join=torch.cat`: concatenate
+    stacked states along theirs). Non-tensor leaves (floats, flags) must agree across clients
+    and are kept as they are (the first's)."""
     first = states[0]
     if isinstance(first, Tensor):
-        return torch.stack(states)
+        return join(states)
     if isinstance(first, dict):
-        return {k: stack_states([s[k] for s in states]) for k in first}
+        return {k: stack_states([s[k] for s in states], join) for k in first}
     if isinstance(first, list | tuple):
-        return type(first)(stack_states(list(items)) for items in zip(*states, strict=True))
+        return type(first)(stack_states(list(items), join) for items in zip(*states, strict=True))
     return first
 
 
 def index_state(state: Any, i: int) -> Any:
     """Client i's view of a stacked state."""
-    if isinstance(state, Tensor):
-        return state[i]
-    if isinstance(state, dict):
-        return {k: index_state(v, i) for k, v in state.items()}
-    if isinstance(state, list | tuple):
-        return type(state)(index_state(v, i) for v in state)
-    return state
+    return map_tensors(state, lambda t: t[i])

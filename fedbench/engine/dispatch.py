@@ -45,12 +45,16 @@ SYNC_OPS = frozenset(
 )
 
 
-class OpCounter(TorchDispatchMode):
-    """Count the aten ops dispatched while active, by name (`aten.add_.Tensor` -> "add_")."""
+class _Counts:
+    """`counts` by name, for the two modes below (cooperative: the mode's __init__ runs too)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
+
+
+class OpCounter(_Counts, TorchDispatchMode):
+    """Count the aten ops dispatched while active, by name (`aten.add_.Tensor` -> "add_")."""
 
     def __torch_dispatch__(
         self,
@@ -79,12 +83,8 @@ HOST_READS = frozenset(
 )
 
 
-class HostReads(TorchFunctionMode):
+class HostReads(_Counts, TorchFunctionMode):
     """Count the calls of `HOST_READS` methods made while active, by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: Counter[str] = Counter()
 
     def __torch_function__(
         self,

@@ -15,6 +15,8 @@ from fedbench.engine.setup import RunSetup
 
 #: The share of clients whose mean is the "worst" summary (at least one client).
 WORST_SHARE = 0.1
+#: The summaries of a per-client metric, in summarise's order (client_acc_mean, ...).
+STATS = ("mean", "worst10", "std")
 
 
 def summarise(values: list[float], higher_is_better: bool) -> tuple[float, float, float]:
@@ -31,14 +33,8 @@ def per_client_metrics(setup: RunSetup, clients: list[int], batch_size: int) -> 
     split = setup.client_test
     assert split is not None, "prepare_run refuses eval.per_client without a client test split"
     data = setup.data
-    x_all, y_all = (
-        (data.x_test, data.y_test)
-        if split.source == "test"
-        else (
-            data.x_train,
-            data.y_train,
-        )
-    )
+    test = split.source == "test"
+    x_all, y_all = (data.x_test, data.y_test) if test else (data.x_train, data.y_train)
     accs: list[float] = []
     losses: list[float] = []
     for client in clients:
@@ -52,9 +48,7 @@ def per_client_metrics(setup: RunSetup, clients: list[int], batch_size: int) -> 
         accs.append(acc)
         losses.append(loss)
     row: dict[str, Any] = {"clients_evaluated": len(accs)}
-    names = ("mean", "worst10", "std")
-    acc_stats = summarise(accs, higher_is_better=True) if accs else (None,) * 3
-    loss_stats = summarise(losses, higher_is_better=False) if losses else (None,) * 3
-    row.update({f"client_acc_{n}": v for n, v in zip(names, acc_stats, strict=True)})
-    row.update({f"client_loss_{n}": v for n, v in zip(names, loss_stats, strict=True)})
+    for metric, values, higher in (("acc", accs, True), ("loss", losses, False)):
+        stats = summarise(values, higher) if values else (None,) * 3
+        row.update({f"client_{metric}_{n}": v for n, v in zip(STATS, stats, strict=True)})
     return row

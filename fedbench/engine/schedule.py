@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import overload
 
 import numpy as np
@@ -67,6 +68,7 @@ def client_local_steps(
     return int(rng.integers(local_steps_min, local_steps + 1))
 
 
+@dataclass(frozen=True)
 class ClientSchedule(Sequence[list[int]]):
     """The whole schedule, known before training (DP accounting and resume rely on it), drawn
     round by round when asked: `schedule[r]` is `round_clients(seed, r, ...)` (the sampled
@@ -74,17 +76,12 @@ class ClientSchedule(Sequence[list[int]]):
     of 10**9 rounds starts at once) and any round can be read without the ones before it (a
     resumed run). `schedule[:r]` is the first r rounds."""
 
-    def __init__(
-        self,
-        seed: int,
-        rounds: range,
-        num_clients: int,
-        sampled: int,
-        dropout: float = 0.0,
-        poisson: bool = False,
-    ) -> None:
-        self.seed, self.rounds, self.num_clients, self.sampled = seed, rounds, num_clients, sampled
-        self.dropout, self.poisson = dropout, poisson
+    seed: int
+    rounds: range
+    num_clients: int
+    sampled: int
+    dropout: float = 0.0
+    poisson: bool = False
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -95,14 +92,7 @@ class ClientSchedule(Sequence[list[int]]):
     def __getitem__(self, index: slice) -> ClientSchedule: ...
     def __getitem__(self, index: int | slice) -> list[int] | ClientSchedule:
         if isinstance(index, slice):
-            return ClientSchedule(
-                self.seed,
-                self.rounds[index],
-                self.num_clients,
-                self.sampled,
-                self.dropout,
-                self.poisson,
-            )
+            return replace(self, rounds=self.rounds[index])
         return self._round(self.rounds[index])
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -153,14 +143,7 @@ def round_info(
 ) -> RoundInfo:
     """The RoundInfo of round r with lr = local_lr(...): with `lr_schedule_scope: local` it carries
     the schedule that RoundInfo.at_step applies over the K local steps."""
+    info = RoundInfo(round_idx, lr, local_steps, num_clients, sampled)
     if params.lr_schedule_scope == "local" and params.lr_schedule != "constant":
-        return RoundInfo(
-            round_idx,
-            lr,
-            local_steps,
-            num_clients,
-            sampled,
-            step_schedule=params.lr_schedule,
-            step_decay=params.lr_decay,
-        )
-    return RoundInfo(round_idx, lr, local_steps, num_clients, sampled)
+        return replace(info, step_schedule=params.lr_schedule, step_decay=params.lr_decay)
+    return info

@@ -36,7 +36,7 @@ of the whole batch against one backward pass per sample) and falls back to vmap 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -90,21 +90,15 @@ def rule_costs(positions: int, out_features: int, in_features: int) -> dict[Weig
     }
 
 
-def use_ghost_norm(positions: int, out_features: int, in_features: int) -> bool:
-    """Whether the ghost norm costs fewer operations than materialising the per-sample gradient
-    for its norm only (`rule_costs`: ghost <= norm). Bu et al.'s memory criterion, 2 T^2 <= out
-    in, favours the ghost norm more: for ResNet-18's 128-channel convs at 16 x 16 positions the
-    Gram matrices take 2.2x the operations of the gradient."""
-    costs = rule_costs(positions, out_features, in_features)
-    return costs["ghost"] <= costs["norm"]
-
-
 def weight_rules(
     shapes: list[tuple[int, int, int, int]], budget_bytes: int = KEEP_BYTES, itemsize: int = 4
 ) -> list[WeightRule]:
     """The rule of each (B, T, out, in) weight: "ghost" or "norm", whichever `rule_costs` finds
     cheaper, or "keep" where that is cheaper still and the kept per-sample gradients fit the
-    budget (given first to the layers that save the most operations per byte kept)."""
+    budget (given first to the layers that save the most operations per byte kept). Bu et al.'s
+    memory criterion, 2 T^2 <= out in, favours the ghost norm more than these costs do: for
+    ResNet-18's 128-channel convs at 16 x 16 positions the Gram matrices take 2.2x the
+    operations of the gradient."""
     rules: list[WeightRule] = []
     saving: list[float] = []
     for _, t, p, d in shapes:
@@ -272,47 +266,40 @@ class _PerSample:
             return
         self._ghost[weight] = (a, g)
         if rule == "ghost":
-            gram_a = torch.bmm(a, a.transpose(1, 2))
-            gram_g = torch.bmm(g, g.transpose(1, 2))
-            self.squared[weight] = (gram_a * gram_g).sum((1, 2)).clamp(min=0)
-            return
-        step = max(1, self.budget_bytes // (a.element_size() * weight.numel()))
-        self.squared[weight] = torch.cat(
-            [
-                torch.linalg.vector_norm(
-                    torch.bmm(g[i : i + step].transpose(1, 2), a[i : i + step]).flatten(1), dim=1
-                ).square()
-                for i in range(0, a.shape[0], step)
-            ]
-        )
+            self.squared[weight] = ghost_squared_norms(a, g)
+        else:
+            self._chunked_norms(weight, a, g, lambda a, g: torch.bmm(g.transpose(1, 2), a))
 
     def _conv_weight(
         self, conv: nn.Conv2d, weight: nn.Parameter, a: Tensor, g: Tensor, rule: WeightRule
     ) -> None:
         """The Conv2d analogue of `_matmul_weight`, with a_j unfolded (in*k*k x L positions)
         only for the ghost norm."""
-        if rule == "ghost":
-            batch = a.shape[0]
-            unfolded = _unfold(conv, a)  # (B, in*k*k, L)
-            flat = g.reshape(batch, g.shape[1], -1)  # (B, out, L)
-            gram_a = torch.bmm(unfolded.transpose(1, 2), unfolded)
-            gram_g = torch.bmm(flat.transpose(1, 2), flat)
-            self.squared[weight] = (gram_a * gram_g).sum((1, 2)).clamp(min=0)
-        elif rule == "keep":
+        if rule == "keep":
             self._materialised(weight, conv_per_sample_grads(conv, a, g))
             return
+        if rule == "ghost":
+            unfolded = _unfold(conv, a)  # (B, in*k*k, L)
+            flat = g.reshape(a.shape[0], g.shape[1], -1)  # (B, out, L)
+            self.squared[weight] = ghost_squared_norms(unfolded.mT, flat.mT)
         else:
-            step = max(1, self.budget_bytes // (a.element_size() * weight.numel()))
-            self.squared[weight] = torch.cat(
-                [
-                    torch.linalg.vector_norm(
-                        conv_per_sample_grads(conv, a[i : i + step], g[i : i + step]).flatten(1),
-                        dim=1,
-                    ).square()
-                    for i in range(0, a.shape[0], step)
-                ]
-            )
+            self._chunked_norms(weight, a, g, lambda a, g: conv_per_sample_grads(conv, a, g))
         self._conv[weight] = (a, g)
+
+    def _chunked_norms(
+        self, weight: nn.Parameter, a: Tensor, g: Tensor, grads: Callable[[Tensor, Tensor], Tensor]
+    ) -> None:
+        """The "norm" rule: the squared norms of the per-sample gradients `grads(a, g)`
+        materialised a chunk of samples at a time (within the budget) and dropped."""
+        step = max(1, self.budget_bytes // (a.element_size() * weight.numel()))
+        self.squared[weight] = torch.cat(
+            [
+                torch.linalg.vector_norm(
+                    grads(a[i : i + step], g[i : i + step]).flatten(1), dim=1
+                ).square()
+                for i in range(0, a.shape[0], step)
+            ]
+        )
 
     def _embedding(self, module: nn.Embedding, ids: Tensor, g: Tensor) -> None:
         """sum_t e_{id_t} g_t^T: its squared norm is sum_{t,s} [id_t = id_s] <g_t, g_s>."""
@@ -359,6 +346,14 @@ class _PerSample:
 #: took 21 ms against 113 ms at 32x32 positions and 64 channels, 23 against 53 at 16x16 and 128
 #: channels, but 164 against 87 at 8x8 and 256 channels.
 GROUPED_POSITIONS = 256
+
+
+def ghost_squared_norms(a: Tensor, g: Tensor) -> Tensor:
+    """(B,) squared per-sample norms ||g_j^T a_j||^2 = <a_j a_j^T, g_j g_j^T> of a weight with
+    input a (B, T, in) and output gradient g (B, T, out): the ghost norm (module docstring)."""
+    gram_a = torch.bmm(a, a.transpose(1, 2))
+    gram_g = torch.bmm(g, g.transpose(1, 2))
+    return (gram_a * gram_g).sum((1, 2)).clamp(min=0)
 
 
 def _unfold(conv: nn.Conv2d, a: Tensor) -> Tensor:

@@ -22,6 +22,8 @@ from opacus.grad_sample.utils import register_norm_sampler
 from opacus.utils.tensor_utils import unfold2d
 from torch import Tensor, nn
 
+from fedbench.privacy.book_keeping import ghost_squared_norms
+
 
 def use_ghost_norm(positions: int, out_channels: int, unfolded: int) -> bool:
     """Bu et al.'s criterion: the Gram matrices (2 L^2) are smaller than the gradient (out*in*k*k)."""
@@ -48,9 +50,7 @@ def conv2d_norm_sample(
             dilation=layer.dilation,
         )  # (B, in*k*k, L)
         if use_ghost_norm(g.shape[2], g.shape[1], a.shape[1]):
-            gram_a = torch.bmm(a.transpose(1, 2), a)
-            gram_g = torch.bmm(g.transpose(1, 2), g)
-            out[layer.weight] = (gram_a * gram_g).sum((1, 2)).clamp(min=0).sqrt()
+            out[layer.weight] = ghost_squared_norms(a.mT, g.mT).sqrt()
         else:
             out[layer.weight] = torch.bmm(g, a.transpose(1, 2)).flatten(1).norm(dim=1)
     if layer.bias is not None and layer.bias.requires_grad:

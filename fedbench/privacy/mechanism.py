@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -72,9 +72,9 @@ from torch.func import grad, vmap
 from torch.utils.hooks import RemovableHandle
 
 from fedbench.errors import FedbenchError
-from fedbench.privacy.book_keeping import BookKeeper, bk_supported
+from fedbench.privacy.book_keeping import BookKeeper, _PerSample, bk_supported
 from fedbench.privacy.in_place import copy_inputs_of_in_place_modules, is_in_place_error
-from fedbench.step import Objective
+from fedbench.step import Objective, autocast_context, split_model
 
 #: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at each batch size).
 Method = Literal["auto", "bk", "ghost", "vmap"]
@@ -202,6 +202,8 @@ class PrivateGradient:
         by_id = {id(p): name for name, p in model.named_parameters()}
         self.names = [by_id[id(p)] for p in params]
         self.model = model
+        #: The model's buffers and constants for vmap's functional call (fedbench.step).
+        self.split = split_model(model)
         self.params = params
         self.noise_multiplier = noise_multiplier
         self.clip = clip
@@ -286,14 +288,13 @@ class PrivateGradient:
         return "; ".join(notes) or None
 
     def _sample_loss(
-        self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
+        self, trainable: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> Tensor:
-        # frozen: every other tensor of the model (buffers, frozen parameters), as it is.
         return self.objective.functional(
             self.model,
-            None,
+            self.split,
             trainable,
-            frozen,
+            buffers,
             x.unsqueeze(0),
             y.unsqueeze(0),
             autocast=self.autocast,
@@ -312,24 +313,23 @@ class PrivateGradient:
 
     def per_sample_grads(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Unclipped per-sample gradients, one (B, *shape) tensor per parameter (tests, benches)."""
-        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
-        frozen = self._frozen(trainable)
         if self._ghost is None:
-            grads = self._per_sample(trainable, frozen, x, y)
+            grads = self._per_sample(*self._tensors(), x, y)
             return [grads[n] for n in self.names]
         # torch.func cannot trace through Opacus' backward hooks: detach them meanwhile.
         self._ghost.remove_hooks()
         try:
-            grads = self._per_sample(trainable, frozen, x, y)
+            grads = self._per_sample(*self._tensors(), x, y)
         finally:
             self._ghost.add_hooks(loss_reduction="sum", batch_first=True)
             self._ghost.disable_hooks()
         return [grads[n] for n in self.names]
 
-    def _frozen(self, trainable: dict[str, Tensor]) -> dict[str, Tensor]:
-        frozen = {n: p.detach() for n, p in self.model.named_parameters() if n not in trainable}
-        frozen.update(dict(self.model.named_buffers()))
-        return frozen
+    def _tensors(self) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """vmap's arguments: the trainable parameters (detached) and the state buffers."""
+        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
+        buffers = dict(zip(self.split.buffer_names, self.split.buffers(self.model), strict=True))
+        return trainable, buffers
 
     def clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """sum_j clip(g_j), never a Python loop over samples."""
@@ -353,7 +353,7 @@ class PrivateGradient:
         b = x.shape[0]
         picked = checked_samples(b)
         with self._exact_conditions():
-            per_layer = self._ghost_norms(x, y, cast=False)[1]
+            per_layer = self._ghost_norms(x, y)[1]  # no autocast here
             for name, norms in zip(self.names, per_layer, strict=True):
                 if norms.shape != (b,):
                     return (
@@ -375,14 +375,9 @@ class PrivateGradient:
         b = x.shape[0]
         picked = checked_samples(b)
         with self._exact_conditions():
-            with self._bk.recording():
-                out = self.model(x)
-            why = self._bk.problem(b)
-            if why is not None:
-                self._bk.clear()
-                return why
-            losses = self.objective.private_loss(out, y, "none")
-            per_layer = self._bk.backward(losses.sum(), b)
+            per_layer = self._bk_pass(x, y)
+            if isinstance(per_layer, str):
+                return per_layer
             exact = self._looped_grads(x[picked], y[picked])
         norms = self._bk.norms(per_layer, b, exact[0][0])[picked]
         exact_norms = _norms(exact).to(norms.dtype)
@@ -463,46 +458,47 @@ class PrivateGradient:
             raise FedbenchError(f"{what}: {why}; use vmap (privacy.clipping vmap) or auto")
         self.close()
         self.method = "vmap"
-        note = f"{what} ({why}); using vmap"
+        self._fall_back(f"{what} ({why}); using vmap")
+
+    def _fall_back(self, note: str) -> None:
+        """Add `note` to `fallback`."""
         self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
 
-    def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
-        """One forward and one backward pass: each layer's per-sample norms, then its clipped
-        sum sum_j c_j g_j formed from its recorded input and output gradient (book_keeping)."""
+    def _bk_pass(self, x: Tensor, y: Tensor) -> list[_PerSample] | str:
+        """BK's one forward and one backward pass: each layer's per-sample norms and sums, or
+        why the recorded forward does not fit BK (`BookKeeper.problem`)."""
         assert self._bk is not None
-        if x.shape[0] == 0:
-            return [torch.zeros_like(p) for p in self.params]
-        context = (
-            torch.autocast(x.device.type, dtype=self.autocast)
-            if self.autocast is not None
-            else contextlib.nullcontext()
-        )
-        with self._bk.recording(), context:
+        with self._bk.recording(), autocast_context(x.device.type, self.autocast):
             out = self.model(x)
         why = self._bk.problem(x.shape[0])
         if why is not None:
             self._bk.clear()
-            raise FedbenchError(f"book-keeping clipping is not exact for this batch: {why}")
+            return why
         losses = self.objective.private_loss(out, y, "none")
-        per_layer = self._bk.backward(losses.sum(), x.shape[0])
+        return self._bk.backward(losses.sum(), x.shape[0])
+
+    def _bk_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
+        """Each layer's per-sample norms, then its clipped sum sum_j c_j g_j formed from its
+        recorded input and output gradient (book_keeping)."""
+        assert self._bk is not None
+        if x.shape[0] == 0:
+            return [torch.zeros_like(p) for p in self.params]
+        per_layer = self._bk_pass(x, y)
+        if isinstance(per_layer, str):
+            raise FedbenchError(f"book-keeping clipping is not exact for this batch: {per_layer}")
         norms = self._bk.norms(per_layer, x.shape[0], self.params[0])
         return self._bk.weighted_sums(per_layer, clip_factors(norms, self.clip))
 
-    def _ghost_norms(self, x: Tensor, y: Tensor, cast: bool = True) -> tuple[Tensor, list[Tensor]]:
+    def _ghost_norms(self, x: Tensor, y: Tensor) -> tuple[Tensor, list[Tensor]]:
         """The per-sample losses (graph kept) and each parameter's per-sample gradient norms
         from Opacus' hooks, by one backward pass whose parameter gradients are dropped."""
         assert self._ghost is not None
-        context = (
-            torch.autocast(x.device.type, dtype=self.autocast)
-            if cast and self.autocast is not None
-            else contextlib.nullcontext()
-        )
         # The hooks stay attached (re-attaching them costs as much as a small model's step)
         # but act only here. They also fire on the first layer, whose input needs no gradient.
         with _quiet_hooks():
             self._ghost.enable_hooks()
             try:
-                with context:
+                with autocast_context(x.device.type, self.autocast):
                     out = self._ghost(x)
                 losses = self.objective.private_loss(out, y, "none")
                 torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
@@ -527,13 +523,13 @@ class PrivateGradient:
             return list(torch.autograd.grad((losses * factors).sum(), self.params))
 
     def _per_sample_checked(
-        self, trainable: dict[str, Tensor], frozen: dict[str, Tensor], x: Tensor, y: Tensor
+        self, trainable: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, y: Tensor
     ) -> dict[str, Tensor]:
         """vmap's per-sample gradients; under bf16 autocast, a model whose backward has no
         batching rule for mixed dtypes (Swin's window attention: "expected scalar type BFloat16
         but found Float") is computed in float32 from then on, with a note in `fallback`."""
         try:
-            return self._per_sample(trainable, frozen, x, y)
+            return self._per_sample(trainable, buffers, x, y)
         except RuntimeError as exc:
             if str(exc).startswith("vmap:"):  # e.g. data-dependent control flow (RoBERTa's mask)
                 raise FedbenchError(
@@ -543,19 +539,19 @@ class PrivateGradient:
             if self.autocast is None or "expected scalar type" not in str(exc):
                 raise
         self.autocast = None
-        note = "per-sample gradients under bf16 autocast fail for this model in vmap; float32"
-        self.fallback = note if self.fallback is None else f"{self.fallback}; {note}"
-        return self._per_sample(trainable, frozen, x, y)
+        self._fall_back(
+            "per-sample gradients under bf16 autocast fail for this model in vmap; float32"
+        )
+        return self._per_sample(trainable, buffers, x, y)
 
     def _vmap_clipped_sum(self, x: Tensor, y: Tensor) -> list[Tensor]:
         """Chunked over the batch: per-sample gradients of a chunk, clipped and summed."""
-        trainable = {n: p.detach() for n, p in zip(self.names, self.params, strict=True)}
-        frozen = self._frozen(trainable)
+        trainable, buffers = self._tensors()
         total = [torch.zeros_like(p) for p in self.params]
         step = chunk_size(self.d, max(1, x.shape[0]))
         for start in range(0, x.shape[0], step):
             grads = self._per_sample_checked(
-                trainable, frozen, x[start : start + step], y[start : start + step]
+                trainable, buffers, x[start : start + step], y[start : start + step]
             )
             flat = [grads[n].flatten(1) for n in self.names]
             norms = torch.linalg.vector_norm(torch.cat(flat, dim=1), dim=1)
@@ -637,6 +633,3 @@ def poisson_batches(
 ) -> PoissonBatches:
     """The K Poisson-subsampled batches of a client (see PoissonBatches)."""
     return PoissonBatches(samples, local_steps, rate, generator, advance)
-
-
-GradientFn = Callable[[Tensor, Tensor], list[Tensor]]

@@ -65,22 +65,22 @@ SecondsOf = Callable[[PlannedRun], tuple[float | None, str]]
 
 def this_device(cfg: RunConfig) -> str:
     """The name of the device cfg's runs would train on here ('CPU AMD EPYC', 'NVIDIA H100')."""
-    from fedbench.engine.bench_suite import device_name
     from fedbench.engine.setup import resolve_device
+    from fedbench.runner.bench_suite import device_name
 
     return device_name(resolve_device(cfg.runtime.device))
 
 
 def figures_path(device: str, results: Path = RESULTS_DIR) -> Path:
     """The file `fedbench bench --suite` writes for the device."""
-    from fedbench.engine.bench_suite import slug
+    from fedbench.runner.bench_suite import slug
 
     return results / f"{slug(device)}.json"
 
 
 def _workload(cfg: RunConfig) -> tuple[str | None, str]:
     """The suite workload measuring cfg's model, and a note when it stands in for it."""
-    from fedbench.engine.bench_suite import WORKLOADS
+    from fedbench.runner.bench_suite import WORKLOADS
 
     if cfg.model.pretrained or cfg.model.lora is not None:
         return None, ""

@@ -13,7 +13,6 @@ so test losses stay comparable across runs.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -23,6 +22,7 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from fedbench.step.functional import ModelSplit
+from fedbench.step.precision import autocast_context
 
 Reduction = Literal["mean", "sum", "none"]
 
@@ -75,12 +75,7 @@ class Objective:
         rest (None: `buffers` holds every other tensor). `autocast`: the forward alone runs
         under autocast to that dtype; `private`: the private mechanisms' loss."""
         constants = split.constants if split is not None else {}
-        cast = (
-            contextlib.nullcontext()
-            if autocast is None
-            else torch.autocast(x.device.type, dtype=autocast)
-        )
-        with cast:
+        with autocast_context(x.device.type, autocast):
             logits = functional_call(model, (dict(params), dict(buffers), constants), (x,))
         if private:
             return self.private_loss(logits, y)

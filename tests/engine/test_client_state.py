@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from fedbench.config import load_run_config
-from fedbench.engine.client_state import client_state_device, to_device
+from fedbench.engine.client_state import (
+    client_state_device,
+    index_state,
+    map_tensors,
+    stack_states,
+    to_device,
+)
 from fedbench.engine.loop import Engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import prepare_run
@@ -19,6 +25,29 @@ def test_to_device_moves_nested_states() -> None:
     moved = to_device(state, torch.device("meta"))
     assert moved["n"] == 3 and all(t.device.type == "meta" for t in moved["c"])
     assert all(t.device.type == "cpu" for t in state["c"])  # the original is not moved
+
+
+def test_map_tensors_keeps_the_structure_and_the_non_tensor_leaves() -> None:
+    # One recursion serves to_device and index_state: dicts, lists and tuples keep their type.
+    state = {"m": (torch.tensor([1.0, 2.0]), [torch.tensor(3.0)]), "t": 0.5}
+    doubled = map_tensors(state, lambda t: 2 * t)
+    assert isinstance(doubled["m"], tuple) and isinstance(doubled["m"][1], list)
+    assert doubled["m"][0].tolist() == [2.0, 4.0] and doubled["m"][1][0].item() == 6.0
+    assert doubled["t"] == 0.5
+    stacked = stack_states([state, doubled])
+    assert index_state(stacked, 1)["m"][0].tolist() == [2.0, 4.0]
+
+
+def test_stack_states_with_cat_joins_stacked_states_as_the_stacked_step_does() -> None:
+    # join=torch.cat concatenates states already stacked over clients (stacked.cat_states).
+    from fedbench.engine.stacked import cat_states
+
+    a = {"m": [torch.arange(4.0).view(2, 2)], "flag": True}
+    b = {"m": [torch.arange(4.0, 10.0).view(3, 2)], "flag": True}
+    joined = stack_states([a, b], torch.cat)
+    assert joined["m"][0].tolist() == torch.arange(10.0).view(5, 2).tolist()
+    assert joined["flag"] is True
+    assert torch.equal(joined["m"][0], cat_states([a, b])["m"][0])
 
 
 @pytest.mark.parametrize(

@@ -41,6 +41,13 @@ def test_client_schedule_values_are_pinned() -> None:
     assert len(schedule[:10]) == 10 and list(schedule[:10]) == list(schedule)[:10]
 
 
+def test_a_schedule_is_its_draws_settings_and_a_slice_is_the_shorter_schedule() -> None:
+    # The first 4 rounds of a 6-round schedule are the 4-round schedule of the same settings.
+    assert client_schedule(7, 6, 20, 5)[:4] == client_schedule(7, 4, 20, 5)
+    assert client_schedule(7, 6, 20, 5)[:4] != client_schedule(8, 4, 20, 5)
+    assert client_schedule(7, 4, 20, 5, dropout=0.5) != client_schedule(7, 4, 20, 5)
+
+
 def test_a_billion_rounds_cost_nothing_up_front() -> None:
     start = time.perf_counter()
     schedule = client_schedule(3, 10**9, 100, 10)

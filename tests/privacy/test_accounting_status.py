@@ -15,8 +15,8 @@ import pytest
 from fedbench.config import load_run_config
 from fedbench.engine import train
 from fedbench.engine.progress import final_line
-from fedbench.privacy.report import privacy_plan
 from fedbench.privacy.status import accounting_status, short_label, status_line
+from fedbench.report.epsilon import privacy_plan
 from fedbench.runner.table_config import expand, load_table
 from tests.engine.test_engine import tiny_config
 

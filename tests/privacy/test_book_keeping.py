@@ -17,7 +17,8 @@ from fedbench.privacy.book_keeping import (
     KEEP_BYTES,
     bk_problem,
     bk_supported,
-    use_ghost_norm,
+    conv_per_sample_grads,
+    ghost_squared_norms,
     weight_rules,
 )
 from fedbench.privacy.mechanism import PrivateGradient, auto_method, ghost_supported
@@ -418,9 +419,9 @@ def test_auto_rule_bk_where_every_trainable_layer_has_a_rule_else_ghost_else_vma
 
 def test_the_per_layer_rule_takes_the_cheaper_form() -> None:
     # Per sample: Gram matrices T^2 (out + in) against materialised entries T out in + 128 out in.
-    assert not use_ghost_norm(positions=1024, out_features=64, in_features=576)  # ResNet layer1
-    assert use_ghost_norm(positions=16, out_features=512, in_features=4608)  # ResNet layer4
-    assert use_ghost_norm(positions=5, out_features=3, in_features=16)
+    # No budget to keep per-sample gradients: each weight takes "ghost" or "norm".
+    shapes = [(1, 1024, 64, 576), (1, 16, 512, 4608), (1, 5, 3, 16)]  # ResNet layer1, layer4
+    assert weight_rules(shapes, budget_bytes=0) == ["norm", "ghost", "ghost"]
 
 
 def test_weight_rules_keep_where_cheapest_and_within_the_budget() -> None:
@@ -433,3 +434,20 @@ def test_weight_rules_keep_where_cheapest_and_within_the_budget() -> None:
     # Memory for one: the layer that saves the most operations per byte (1024 positions).
     one = 10 * 64 * 576 * 4
     assert weight_rules(shapes, budget_bytes=one) == ["ghost", "keep", "ghost", "norm"]
+
+
+def test_the_ghost_norm_is_the_squared_norm_of_each_materialised_gradient_in_float64() -> None:
+    # One formula for the Linear (B, T, in) layout and, transposed, a Conv2d's unfolded input:
+    # <a_j a_j^T, g_j g_j^T> = ||g_j^T a_j||^2.
+    gen = torch.Generator().manual_seed(3)
+    a = torch.randn(4, 5, 7, generator=gen, dtype=torch.float64)
+    g = torch.randn(4, 5, 3, generator=gen, dtype=torch.float64)
+    want = torch.bmm(g.transpose(1, 2), a).flatten(1).square().sum(1)
+    torch.testing.assert_close(ghost_squared_norms(a, g), want, rtol=1e-12, atol=0)
+    conv = nn.Conv2d(2, 3, 3, padding=1).double()
+    x = torch.randn(4, 2, 5, 5, generator=gen, dtype=torch.float64)
+    out_grad = torch.randn(4, 3, 5, 5, generator=gen, dtype=torch.float64)
+    unfolded = nn.functional.unfold(x, 3, padding=1)  # (B, in*k*k, L)
+    got = ghost_squared_norms(unfolded.mT, out_grad.flatten(2).mT)
+    want = conv_per_sample_grads(conv, x, out_grad).flatten(1).square().sum(1)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=0)

@@ -46,6 +46,41 @@ def test_per_sample_grads_equal_a_loop_over_single_samples() -> None:
             torch.testing.assert_close(got[j], want, rtol=1e-5, atol=1e-6)
 
 
+class _Scaled(nn.Module):
+    """A linear layer with a frozen parameter, a state buffer and a buffer outside the state
+    dict, each entering the forward: every kind of tensor a functional call must be given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+        self.frozen = nn.Parameter(torch.tensor([1.5, -0.5, 2.0]), requires_grad=False)
+        self.register_buffer("shift", torch.tensor([0.25, 0.0, -1.0]))
+        self.register_buffer("scale", torch.tensor(0.75), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x) * self.frozen * self.scale + self.shift
+
+
+def test_per_sample_grads_take_the_models_one_split() -> None:
+    # vmap's functional call gets the model's tensors through fedbench.step's split (no copy
+    # of its own): trainable parameters, state buffers, then frozen parameters and the buffers
+    # outside the state dict as constants.
+    torch.manual_seed(0)
+    model = _Scaled().double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+    y = torch.tensor([0, 2, 1, 1, 0])
+    mech = mechanism(model)
+    assert mech.split.names == mech.names == ["linear.weight", "linear.bias"]
+    assert mech.split.buffer_names == ["shift"]
+    assert sorted(mech.split.constants) == ["frozen", "scale"]
+    per_sample = mech.per_sample_grads(x, y)
+    for j in range(x.shape[0]):
+        loss = nn.functional.cross_entropy(model(x[j : j + 1]), y[j : j + 1])
+        ref = torch.autograd.grad(loss, [model.linear.weight, model.linear.bias])
+        for got, want in zip(per_sample, ref, strict=True):
+            torch.testing.assert_close(got[j], want, rtol=1e-12, atol=1e-14)
+
+
 def test_every_clipped_per_sample_gradient_has_norm_at_most_clip() -> None:
     model = tiny_model()
     x, y = tiny_batch()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from fedbench.config import load_run_config
-from fedbench.engine.bench_suite import device_name, slug
+from fedbench.runner.bench_suite import device_name, slug
 from fedbench.runner.estimate import duration, match, probe_config
 from fedbench.runner.table_config import expand, parse_table_config
 from tests.conftest import tiny_table_data
@@ -112,7 +112,7 @@ def test_figures_marked_unrepresentative_are_never_read(
 def test_a_cpu_suite_measured_under_load_is_marked_unrepresentative(
     tmp_path: Path, monkeypatch
 ) -> None:
-    from fedbench.engine import bench_suite
+    from fedbench.runner import bench_suite
 
     def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None):
         return {"client_steps_per_s": 2.0, "engine_peak_mem_mb": 1.0, "precision": precision}

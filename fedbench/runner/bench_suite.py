@@ -113,7 +113,11 @@ def variant_key(engine: str, precision: str, compiled: bool) -> str:
 
 def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Projected Table 1 hours per (engine, precision) and with each model's fastest variant."""
-    per_model = TABLE1_CLIENT_STEPS / len(WORKLOADS)
+
+    def hours(rates: dict[str, float]) -> float:
+        per_model = TABLE1_CLIENT_STEPS / len(WORKLOADS)
+        return round(sum(per_model / s / 3600 for s in rates.values()), 2)
+
     rate: dict[str, dict[str, float]] = {}
     rows = [r for r in rows if "error" not in r]
     for r in rows:
@@ -122,12 +126,12 @@ def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, by_model in rate.items():
         if len(by_model) == len(WORKLOADS):
-            out[key] = round(sum(per_model / s / 3600 for s in by_model.values()), 2)
+            out[key] = hours(by_model)
     if all(w in {r["workload"] for r in rows} for w in WORKLOADS):
         best = {
             w: max(r["client_steps_per_s"] for r in rows if r["workload"] == w) for w in WORKLOADS
         }
-        out["best_per_model"] = round(sum(per_model / s / 3600 for s in best.values()), 2)
+        out["best_per_model"] = hours(best)
     return out
 
 
@@ -227,6 +231,7 @@ def run_suite(
         options += ["--threads", str(threads)]
     header = _header(suite, device, threads, sets, rounds)
     path = out_dir / f"{slug(header['device'])}.json"
+    out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="fedbench-suite-") as tmp:
         npz_path = Path(tmp) / "cifar_random.npz"
@@ -247,15 +252,10 @@ def run_suite(
                 if log is not None:
                     log(line)
                 partial = {**header, "complete": False, "rows": rows}
-                _write(path, {**partial, "projected_table1_hours": projection(rows)})
+                write_json(path, {**partial, "projected_table1_hours": projection(rows)})
     result = {**header, "complete": True, "rows": rows, "projected_table1_hours": projection(rows)}
-    _write(path, result)
-    return path, result
-
-
-def _write(path: Path, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     write_json(path, result)  # atomic: a full disk keeps the previous results
+    return path, result
 
 
 def measure(

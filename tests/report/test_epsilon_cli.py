@@ -2,7 +2,7 @@
 (row, column) of the plan, or of the --methods / --column picks."""
 
 from fedbench.config import load_run_config
-from fedbench.privacy.report import describe_privacy, privacy_plan, table_epsilons
+from fedbench.report.epsilon import describe_privacy, privacy_plan, table_epsilons
 from fedbench.runner.sweep import make_plan
 
 TABLE = "configs/dp/dp_table2.yaml"

@@ -50,6 +50,10 @@ def privacy_plan(cfg: RunConfig, client_size: int | None = None) -> PrivacyPlan 
 def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
     plan = privacy_plan(cfg, client_size)
     p = plan.config
+    calibrated = f" (calibrated to target_epsilon {p.target_epsilon:g})" if p.target_epsilon else ""
+    sigma = f"noise_multiplier {plan.noise_multiplier:.4f}{calibrated}"
+    who = "client level, every client" if isinstance(plan, ClientLevelPlan) else "worst client"
+    head = f"epsilon {plan.epsilon():.4f} at delta {p.delta:g} ({who}, {p.accountant} accountant)"
     if isinstance(plan, ClientLevelPlan):
         adaptive = (
             f"; adaptive (quantile {p.target_quantile:g}, eta_C {p.clip_lr:g}, count noise "
@@ -57,35 +61,22 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
             if p.adaptive_clip
             else ""
         )
-        return "\n".join(
-            [
-                f"epsilon {plan.epsilon():.4f} at delta {p.delta:g} (client level, every client, "
-                f"{p.accountant} accountant)",
-                f"noise_multiplier {plan.noise_multiplier:.4f}"
-                + (
-                    f" (calibrated to target_epsilon {p.target_epsilon:g})"
-                    if p.target_epsilon
-                    else ""
-                ),
-                f"update clip {p.clip:g}{adaptive}",
-                f"{cfg.fl.rounds} rounds, each one Gaussian release at client sampling rate "
-                f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
-                status_line(plan.accounting()),
-            ]
-        )
-    steps = plan.steps()
-    worst = max(range(plan.num_clients), key=lambda i: (steps[i], plan.rates[i]))
-    lines = [
-        f"epsilon {plan.epsilon():.4f} at delta {p.delta:g} (worst client, {p.accountant} accountant)",
-        f"noise_multiplier {plan.noise_multiplier:.4f}"
-        + (f" (calibrated to target_epsilon {p.target_epsilon:g})" if p.target_epsilon else ""),
-        f"clip {p.clip:g}; batch {cfg.fl.batch_size}; local_steps {cfg.fl.local_steps}; "
-        f"gradients per step {plan.gradients_per_step}; rounds {cfg.fl.rounds}",
-        f"most-used client {worst}: {steps[worst]} steps at q = {plan.rates[worst]:.4g} "
-        f"(n_i = {round(cfg.fl.batch_size / plan.rates[worst]) if plan.rates[worst] < 1 else 'B'})",
-        status_line(plan.accounting()),
-    ]
-    return "\n".join(lines)
+        middle = [
+            f"update clip {p.clip:g}{adaptive}",
+            f"{cfg.fl.rounds} rounds, each one Gaussian release at client sampling rate "
+            f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
+        ]
+    else:
+        steps = plan.steps()
+        worst = max(range(plan.num_clients), key=lambda i: (steps[i], plan.rates[i]))
+        q = plan.rates[worst]
+        middle = [
+            f"clip {p.clip:g}; batch {cfg.fl.batch_size}; local_steps {cfg.fl.local_steps}; "
+            f"gradients per step {plan.gradients_per_step}; rounds {cfg.fl.rounds}",
+            f"most-used client {worst}: {steps[worst]} steps at q = {q:.4g} "
+            f"(n_i = {round(cfg.fl.batch_size / q) if q < 1 else 'B'})",
+        ]
+    return "\n".join([head, sigma, *middle, status_line(plan.accounting())])
 
 
 def _matches(setting: dict[str, Any], picks: dict[str, Any]) -> bool:

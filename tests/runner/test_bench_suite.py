@@ -10,9 +10,9 @@ import pytest
 import torch
 import yaml
 
-from fedbench.engine import bench_suite
-from fedbench.engine.bench_suite import TABLE1_CLIENT_STEPS, projection, run_suite, slug
 from fedbench.errors import FedbenchError
+from fedbench.runner import bench_suite
+from fedbench.runner.bench_suite import TABLE1_CLIENT_STEPS, projection, run_suite, slug
 
 
 def test_table1_is_24_million_client_steps() -> None:

@@ -1,4 +1,4 @@
-"""`fedbench epsilon` below the command line (fedbench.privacy.report): a table config or a
+"""`fedbench epsilon` below the command line (fedbench.report.epsilon): a table config or a
 run config told apart, the per-cell table, the options that apply to tables only."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 
 from fedbench.errors import FedbenchError
 from fedbench.listing import Listing
-from fedbench.privacy.report import (
+from fedbench.report.epsilon import (
     describe_privacy,
     epsilon_view,
     table_epsilon_listing,

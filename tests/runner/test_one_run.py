@@ -11,9 +11,9 @@ import yaml
 from fedbench.config import load_run_config
 from fedbench.data.base import resolved_location
 from fedbench.engine.bench import result_listing
-from fedbench.engine.bench_suite import measure
-from fedbench.engine.one_run import config_text, train_command, train_one
 from fedbench.errors import FedbenchError, Interrupted
+from fedbench.runner.bench_suite import measure
+from fedbench.runner.one_run import config_text, train_command, train_one
 from tests.conftest import TINY
 
 
