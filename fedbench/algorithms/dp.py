@@ -114,6 +114,7 @@ _DEBIAS_FIELDS = {
 }
 
 
+# (type: ignore[misc] on the three classes below: mypy cannot check a base class built at run time)
 class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", **_DEBIAS_FIELDS)):  # type: ignore[misc]
     """DP-FedAdamW: FedAdamW on g_tilde with the DP-bias-corrected second moment."""
 

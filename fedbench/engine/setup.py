@@ -82,6 +82,7 @@ class ClientSamples(Sequence[Tensor]):
     def __len__(self) -> int:
         return len(self.parts)
 
+    # An index only, no slices: narrower than Sequence's overloaded __getitem__ (hence ignore).
     def __getitem__(self, i: int) -> Tensor:  # type: ignore[override]
         if not -len(self.parts) <= i < len(self.parts):
             raise IndexError(i)
