@@ -327,7 +327,7 @@ class RunConfig(Strict):
     partition: PartitionConfig = Field(default_factory=PartitionConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     fl: FLConfig = Field(default_factory=FLConfig)
-    algorithm: SerializeAsAny[AlgorithmConfig] = Field(default=None, validate_default=True)  # type: ignore[assignment]
+    algorithm: SerializeAsAny[AlgorithmConfig] = Field(default=None, validate_default=True)
     privacy: PrivacyConfig | None = None
     eval: EvalConfig = Field(default_factory=EvalConfig)
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)

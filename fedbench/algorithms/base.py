@@ -24,8 +24,8 @@ from torch import Tensor
 from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
 
 Tensors = list[Tensor]
-#: Tensors a function only reads: a list, or the tuple that a `torch._foreach_*` op returns (the
-#: type torch's own foreach signatures take).
+#: Tensors a function reads, or updates in place without changing the sequence: a list, or the
+#: tuple that a `torch._foreach_*` op returns (the type torch's own foreach signatures take).
 TensorSeq = list[Tensor] | tuple[Tensor, ...]
 #: What a client uploads (`Algorithm.client_end`): the tensors of each key.
 Upload = dict[str, TensorSeq]
@@ -57,10 +57,16 @@ class RoundInfo:
     `lr` is eta_r. With `lr_schedule_scope: local` the lr also varies over the K local steps:
     the engine hands each local step `at_step(k)`, whose `lr` is eta_{r,k}, and server rules
     that divide Delta by the summed step sizes use `lr_sum` (K * eta_r when the lr is constant
-    within the round)."""
+    within the round).
 
-    round: int
-    lr: float
+    Inside a captured step (fedbench.engine.captured, the vectorised engine's compiled whole
+    step) `round` and `lr` are 0-d float64 device tensors, so that the compiled graph freezes
+    neither: a local rule reads them as `Scalar`s. Everywhere else (the engine, the server
+    rules, client_begin / client_end) they are Python numbers; code there that needs the int
+    reads `round_index`."""
+
+    round: int | Tensor
+    lr: Scalar
     local_steps: int
     num_clients: int
     sampled: int
@@ -70,13 +76,20 @@ class RoundInfo:
     step_schedule: str = "constant"
     step_decay: float = 1.0
     #: sum_k eta_{r,k}, kept by at_step (the local steps' infos know their round's sum).
-    lr_total: float | None = None
+    lr_total: Scalar | None = None
     #: The run's K (fl.local_steps) when `local_steps` is this client's own K_i
     #: (fl.local_steps_min); None: the two are the same.
     nominal_steps: int | None = None
 
-    def step_lr(self, k: int) -> float:
-        """eta_{r,k} of local step k = 1..K."""
+    @property
+    def round_index(self) -> int:
+        """r as a Python int, outside a captured step (where `round` is a 0-d tensor)."""
+        if isinstance(self.round, Tensor):
+            raise TypeError("RoundInfo.round is a 0-d tensor in a captured step: read `round`")
+        return self.round
+
+    def step_lr(self, k: int) -> Scalar:
+        """eta_{r,k} of local step k = 1..K (a 0-d tensor when `lr` is one)."""
         return self.lr * schedule_factor(
             self.step_schedule, self.step_decay, k - 1, self.local_steps
         )
@@ -87,8 +100,9 @@ class RoundInfo:
         return self.local_steps if self.nominal_steps is None else self.nominal_steps
 
     @property
-    def lr_sum(self) -> float:
-        """sum_{k=1..K} eta_{r,k}: the step-size sum that turns Delta into a mean gradient."""
+    def lr_sum(self) -> Scalar:
+        """sum_{k=1..K} eta_{r,k}: the step-size sum that turns Delta into a mean gradient (a
+        0-d tensor when `lr` is one)."""
         if self.lr_total is not None:
             return self.lr_total
         if self.step_schedule == "constant":
@@ -333,7 +347,7 @@ def add_coupled_decay_(g: Tensors, y: Tensors, weight_decay: float) -> None:
         torch._foreach_add_(g, y, alpha=weight_decay)
 
 
-def add_scaled_(y: Tensors, t: TensorSeq, scale: Scalar) -> None:
+def add_scaled_(y: TensorSeq, t: TensorSeq, scale: Scalar) -> None:
     """y <- y + scale * t, for a Python scale (one fused op, as before) or a 0-d tensor."""
     if isinstance(scale, Tensor):
         torch._foreach_add_(y, torch._foreach_mul(t, scale))
@@ -341,7 +355,7 @@ def add_scaled_(y: Tensors, t: TensorSeq, scale: Scalar) -> None:
         torch._foreach_add_(y, t, alpha=scale)
 
 
-def addcdiv_scaled_(y: Tensors, a: TensorSeq, b: TensorSeq, scale: Scalar) -> None:
+def addcdiv_scaled_(y: TensorSeq, a: TensorSeq, b: TensorSeq, scale: Scalar) -> None:
     """y <- y + scale * a / b, for a Python scale (one fused op, as before) or a 0-d tensor."""
     if isinstance(scale, Tensor):
         quotient = torch._foreach_div(a, b)

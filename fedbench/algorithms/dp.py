@@ -27,7 +27,14 @@ import torch
 from pydantic import Field, create_model
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, Tensors
+from fedbench.algorithms.base import (
+    Algorithm,
+    RoundInfo,
+    Scalar,
+    State,
+    Tensors,
+    addcdiv_scaled_,
+)
 from fedbench.algorithms.fedadamw import FedAdamW
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.algorithms.fedsam import FedSAM
@@ -107,6 +114,7 @@ _DEBIAS_FIELDS = {
 }
 
 
+# (type: ignore[misc] on the three classes below: mypy cannot check a base class built at run time)
 class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", **_DEBIAS_FIELDS)):  # type: ignore[misc]
     """DP-FedAdamW: FedAdamW on g_tilde with the DP-bias-corrected second moment."""
 
@@ -126,7 +134,7 @@ class DPFedAdamW(dp_variant(FedAdamW, "dp_fedadamw", **_DEBIAS_FIELDS)):  # type
         torch._foreach_clamp_min_(v_hat, self.params.debias_floor * noise_var)
         denom = torch._foreach_sqrt(v_hat)
         torch._foreach_add_(denom, self.params.eps)
-        torch._foreach_addcdiv_(y, local["m"], denom, value=-info.lr / bc1)
+        addcdiv_scaled_(y, local["m"], denom, -info.lr / bc1)
 
 
 ALGORITHMS.register("dp_fedadamw")(DPFedAdamW)

@@ -57,6 +57,8 @@ from fedbench.algorithms.base import (
     TensorSeq,
     Upload,
     add_coupled_decay_,
+    add_scaled_,
+    addcdiv_scaled_,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.hyperparams import AlgorithmConfig
@@ -111,7 +113,7 @@ class FAFED(Algorithm):
             # The clients' mean point before their last step: x_new + eta_g * eta_r * m_bar / H,
             # with the H of this round (from the v_bar it started with).
             x_prev = torch._foreach_add(x, mean["delta"], alpha=eta_g)
-            torch._foreach_addcdiv_(x_prev, mean["m"], self._h(server["v"]), value=eta_g * info.lr)
+            addcdiv_scaled_(x_prev, mean["m"], self._h(server["v"]), eta_g * info.lr)
         else:  # round 0: every client stepped from x_0
             x_prev = [t.detach().clone() for t in x]
         torch._foreach_add_(x, mean["delta"], alpha=eta_g)
@@ -154,7 +156,7 @@ class FAFED(Algorithm):
                 g = self._gradient_at(y, gradient)
                 with torch.no_grad():
                     local["m"], local["v"] = g, torch._foreach_mul(g, g)
-                    torch._foreach_add_(y, g, alpha=-info.lr)
+                    add_scaled_(y, g, -info.lr)
             return
         g_new = self._gradient_at(y, gradient)
         with torch.no_grad():
@@ -170,7 +172,7 @@ class FAFED(Algorithm):
             torch._foreach_mul_(local["v"], p.beta2)
             torch._foreach_addcmul_(local["v"], g_new, g_new, value=1.0 - p.beta2)
             local["y_prev"] = y_now
-            torch._foreach_addcdiv_(y, local["m"], local["h"], value=-info.lr)
+            addcdiv_scaled_(y, local["m"], local["h"], -info.lr)
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         raise TypeError(

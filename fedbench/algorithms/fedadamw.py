@@ -117,6 +117,8 @@ class FedAdamW(Algorithm):
         v = {"block_mean": Floats(blocks=1), "full": Floats(d=1), "none": Floats()}[p.v_agg]
         return v + Floats(d=1 if p.m_agg else 0)
 
+    # (type: ignore[override] on both sizes: they are only ever called with the class's own
+    # Params, by Algorithm.__init_subclass__ and comm_up / comm_down)
     @classmethod
     def upload_size(cls, params: FedAdamWConfig) -> Floats:  # type: ignore[override]
         # pragma: no mutate block

@@ -95,12 +95,18 @@ class FedOpt(Algorithm):
         v0 = 0.0 if self.params.convention == "flower" else self.params.tau**2
         return {"m": zeros_like(x), "v": [torch.full_like(t, v0) for t in x]}
 
+    def _beta2(self) -> float:
+        """beta2 of the adam and yogi variants (FedAdagrad's v is a plain sum: it has none)."""
+        if not isinstance(self.params, FedAdamConfig):
+            raise TypeError(f"{type(self).__name__} ({self.variant}) keeps no beta2")
+        return self.params.beta2
+
     def _update_v(self, v: Tensors, delta: Tensors) -> None:
         sq = torch._foreach_mul(delta, delta)
         if self.variant == "adagrad":
             torch._foreach_add_(v, sq)
             return
-        beta2 = self.params.beta2  # type: ignore[attr-defined]
+        beta2 = self._beta2()
         if self.variant == "adam":
             torch._foreach_mul_(v, beta2)
             torch._foreach_add_(v, sq, alpha=1.0 - beta2)
@@ -121,13 +127,13 @@ class FedOpt(Algorithm):
             if self.variant == "adam":
                 # Flower's eta_norm: the exponent is its 1-based round + 1 = r + 2, and the
                 # whole factor scales the step, so tau stays outside it (unscaled).
-                t = info.round + 1
-                beta2 = p.beta2  # type: ignore[attr-defined]
+                t = info.round_index + 1
+                beta2 = self._beta2()
                 lr = p.server_lr * math.sqrt(1.0 - beta2 ** (t + 1)) / (1.0 - p.beta1 ** (t + 1))
         elif p.bias_correction:
-            bc1 = 1.0 - p.beta1 ** (info.round + 1)
+            bc1 = 1.0 - p.beta1 ** (info.round_index + 1)
             if self.variant != "adagrad":
-                bc2 = 1.0 - p.beta2 ** (info.round + 1)  # type: ignore[attr-defined]
+                bc2 = 1.0 - self._beta2() ** (info.round_index + 1)
         # Delta_bar points downhill already: the server's Adam step adds it (lr = -eta_g).
         adam_step_(
             x,

@@ -85,7 +85,7 @@ class Scaffold(Algorithm):
         delta = torch._foreach_sub(y, x)
         # Delta_c_i = c_i+ - c_i = -c + (x - y) / (K * eta_r) = -(correction + c_i) - delta/(K eta)
         delta_c = torch._foreach_add(local["correction"], local["c_i"])
-        torch._foreach_add_(delta_c, delta, alpha=1.0 / info.lr_sum)
+        add_scaled_(delta_c, delta, 1.0 / info.lr_sum)
         torch._foreach_neg_(delta_c)
         new_c_i = torch._foreach_add(local["c_i"], delta_c)
         return {"delta": delta, "delta_c": delta_c}, {"c": new_c_i}

@@ -3,7 +3,7 @@
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -137,9 +137,10 @@ def sweep_command(
     signature = inspect.signature(command)
     first, *rest = signature.parameters.values()
 
-    def renamed(**kwargs: object) -> None:
-        command(kwargs.pop(argument), **kwargs)  # type: ignore[arg-type]
+    def renamed(**kwargs: Any) -> None:  # (Typer passes the command's own parameters)
+        command(kwargs.pop(argument), **kwargs)
 
+    # inspect reads a function's __signature__; mypy knows no such attribute on a function.
     renamed.__signature__ = signature.replace(parameters=[first.replace(name=argument), *rest])  # type: ignore[attr-defined]
     renamed.__doc__ = doc
     return renamed

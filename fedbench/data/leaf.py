@@ -51,6 +51,7 @@ class UserSlices(Sequence[Tensor]):
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    # An index only, no slices: narrower than Sequence's overloaded __getitem__ (hence ignore).
     def __getitem__(self, i: int) -> Tensor:  # type: ignore[override]
         if not -len(self) <= i < len(self):
             raise IndexError(i)

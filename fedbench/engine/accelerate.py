@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -99,7 +100,9 @@ class GraphedForward:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
         self.eager: Callable[[Tensor], Tensor] = model.forward
-        self.graphed: Callable[[Tensor], Tensor] | None = None
+        #: The model with its forward graphed (make_graphed_callables returns the module it is
+        #: given, typed as a module or a callable).
+        self.graphed: Callable[..., Any] | None = None
         self.shape: torch.Size | None = None
 
     def __call__(self, x: Tensor) -> Tensor:

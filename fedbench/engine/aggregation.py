@@ -7,13 +7,22 @@ of S clients costs one model-sized sum per upload key, whatever S is.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, ClientUpload, RoundInfo, State, squared_norm
+from fedbench.algorithms.base import (
+    Algorithm,
+    ClientUpload,
+    RoundInfo,
+    State,
+    Upload,
+    squared_norm,
+)
 from fedbench.errors import DivergedError
 from fedbench.privacy.client_level import ClientLevelRound
 
@@ -63,7 +72,7 @@ class Aggregator:
         self.spread_of = spread_of
         self.squared_norms: Tensor | float = 0.0
 
-    def add(self, upload: dict[str, list[Tensor]], weight: float) -> None:
+    def add(self, upload: Upload, weight: float) -> None:
         for key, tensors in upload.items():
             if key not in self.sums:
                 self.sums[key] = [t.detach().mul(weight) for t in tensors]
@@ -74,7 +83,7 @@ class Aggregator:
         self.total += weight
 
     def means(self) -> dict[str, list[Tensor]]:
-        return {k: torch._foreach_div(v, self.total) for k, v in self.sums.items()}
+        return {k: list(torch._foreach_div(v, self.total)) for k, v in self.sums.items()}
 
     def spread(self, mean: list[Tensor]) -> float:
         """(Weighted) mean squared distance of the `spread_of` uploads to their mean."""
@@ -116,9 +125,9 @@ def local_step_sizes(before: list[Tensor], after: list[Tensor], clients: int | N
         d = sum(t.numel() for t in after)
         return torch.tensor(squares / d, dtype=torch.float64).sqrt()
     diffs = torch._foreach_sub(after, before)
-    squares = sum(t.reshape(clients, -1).double().square().sum(dim=1) for t in diffs)
-    d = sum(t[0].numel() for t in after)
-    return (squares / d).sqrt()
+    rows = [t.reshape(clients, -1).double().square().sum(dim=1) for t in diffs]
+    per_client: Tensor = functools.reduce(operator.add, rows)  # sum(rows), typed as a tensor
+    return (per_client / sum(t[0].numel() for t in after)).sqrt()
 
 
 class RoundResults:
@@ -152,7 +161,7 @@ class RoundResults:
 
     def add(
         self,
-        upload: dict[str, list[Tensor]],
+        upload: Upload,
         weight: float,
         buffers: Sequence[Tensor] = (),
         v_block_means: Tensor | None = None,
@@ -194,7 +203,7 @@ def finish_round(
         mean = results.client_dp.privatise(results.uploads.sums)
     else:
         mean = results.uploads.means()
-    watch.observe(mean["delta"], info.round + 1)
+    watch.observe(mean["delta"], info.round_index + 1)
     diagnostics = (
         round_diagnostics(results.uploads, mean, results.v_means, results.step_ratios)
         if results.diagnostics

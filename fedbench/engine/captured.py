@@ -35,13 +35,16 @@ import torch
 from torch import Tensor, nn
 from torch.func import grad
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State
 from fedbench.engine.accelerate import autocast_context
 from fedbench.step import Objective, clip_by_norm_, split_model
 
 
-def device_scalar(value: float, device: torch.device) -> Tensor:
-    """A step scalar as a 0-d float64 device tensor (a fill kernel: no host copy)."""
+def device_scalar(value: Scalar, device: torch.device) -> Tensor:
+    """A step scalar as a 0-d float64 device tensor (a fill kernel: no host copy); one that is
+    a tensor already is moved (a no-op where it is one on the device)."""
+    if isinstance(value, Tensor):
+        return value.to(device=device, dtype=torch.float64)
     return torch.full((), value, dtype=torch.float64, device=device)
 
 
@@ -90,6 +93,7 @@ def compile_per_owner(method: Callable[..., Any], dynamic: bool | None = None) -
     same process (a sweep trains runs one after the other) would replay the first run's graph,
     its hyperparameters baked in. A copy of the code object per owner gives each its own
     cache."""
+    # mypy types a bound method as a plain callable (no __func__ / __self__): it is a MethodType.
     func = method.__func__  # type: ignore[attr-defined]
     code = func.__code__.replace()  # a new code object: a cache of its own
     own = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__,
@@ -97,7 +101,9 @@ def compile_per_owner(method: Callable[..., Any], dynamic: bool | None = None) -
     bound = types.MethodType(own, method.__self__)  # type: ignore[attr-defined]
     # guard_filter_fn arrived with torch 2.8 (with these helpers); before it, all guards stay.
     filtering = hasattr(torch.compiler, "skip_guard_on_all_nn_modules_unsafe")
-    options = {"guard_filter_fn": fixed_for_the_run} if filtering else None
+    options: dict[str, str | int | bool | Callable[..., Any]] | None = (
+        {"guard_filter_fn": fixed_for_the_run} if filtering else None
+    )
     return torch.compile(bound, fullgraph=True, dynamic=dynamic, options=options)
 
 
@@ -186,7 +192,7 @@ class CapturedStep:
         g = [found[name] for name in self.names]
         clip_by_norm_(g, self.grad_clip)
         with torch.no_grad():
-            self.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
+            self.algorithm.local_step(y, g, local, k, info)
 
     def __call__(self, local: State, xb: Tensor, yb: Tensor, k: int, info: RoundInfo) -> None:
         """Local step k (1-based) of the client whose state is `local`, with `info` the step's

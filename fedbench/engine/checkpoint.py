@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any, cast
 
 import torch
 
@@ -34,7 +34,7 @@ _CHUNK = 1 << 20
 class _HashingWriter:
     """A write-only file wrapper that hashes what torch.save writes through it."""
 
-    def __init__(self, fh: BinaryIO) -> None:
+    def __init__(self, fh: IO[bytes]) -> None:
         self.fh = fh
         self.sha256 = hashlib.sha256()
         self.size = 0
@@ -65,10 +65,11 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write `state` to `path` (fedbench.files.write_file: atomic) and its checksum file."""
     writers: list[_HashingWriter] = []
 
-    def dump(fh: BinaryIO) -> None:
+    def dump(fh: IO[bytes]) -> None:
         writers.append(writer := _HashingWriter(fh))
         try:
-            torch.save(state, writer)
+            # torch.save writes to any object with write and flush; its annotation says IO.
+            torch.save(state, cast(IO[bytes], writer))
         except RuntimeError:
             if writer.error is not None:
                 raise writer.error from None

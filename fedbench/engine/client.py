@@ -38,7 +38,7 @@ class LocalTraining:
     #: The model's forward, or its torch.compile'd version.
     forward: Callable[[Tensor], Tensor]
     #: The model's trainable parameters, in the algorithm's order.
-    params: list[nn.Parameter]
+    params: list[Tensor]
     algorithm: Algorithm
     data: Dataset
     batch_size: int
@@ -184,7 +184,7 @@ def run_client(
     model, params, algorithm = run.model, run.params, run.algorithm
     data, prepare, private = run.data, run.prepare, run.private
     seed, autocast = run.seed, run.autocast
-    client_key = client_seed(seed, info.round, client)
+    client_key = client_seed(seed, info.round_index, client)
     generator = torch.Generator().manual_seed(client_key)
     torch.manual_seed(client_key)  # dropout: a function of (seed, round, client) only
     n_local = samples.numel()
@@ -218,4 +218,4 @@ def run_client(
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))
     if not measure_steps:
         return None
-    return float(torch.stack(step_sizes).mean()) / info.lr
+    return float(torch.stack(step_sizes).mean()) / float(info.lr)  # info.lr: a float here

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -155,7 +156,7 @@ LOGGERS: dict[str, tuple[type, str]] = {
 }
 
 
-def check_loggers(names: list[str]) -> None:
+def check_loggers(names: Sequence[str]) -> None:
     """Every configured logger's package is importable (a user error otherwise, before any file
     is written)."""
     for name in names:
@@ -167,7 +168,7 @@ def check_loggers(names: list[str]) -> None:
             )
 
 
-def open_loggers(names: list[str], run_dir: Path, config: dict[str, Any]) -> list[MetricLogger]:
+def open_loggers(names: Sequence[str], run_dir: Path, config: dict[str, Any]) -> list[MetricLogger]:
     """The configured loggers, writing under `run_dir`."""
     check_loggers(names)
     loggers: list[MetricLogger] = []

@@ -105,7 +105,7 @@ class Engine:
         runtime = self.cfg.runtime
         self.autocast = apply_precision(runtime.precision, setup.device)
         channels_last = use_channels_last(model, setup.device)  # before x copies the layout
-        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.params: list[Tensor] = [p for p in model.parameters() if p.requires_grad]
         self.buffers = _state_buffers(model)
         self.x = [p.detach().clone() for p in self.params]
         self.global_buffers = [b.detach().clone() for b in self.buffers]
@@ -267,7 +267,7 @@ class Engine:
             trained = sum(len(s.schedule[r]) for r in range(rounds_done))
         else:
             trained = clients_per_round(cfg.fl.participation, s.num_clients) * rounds_done
-        row = {
+        row: dict[str, Any] = {
             "round": rounds_done,
             "test_acc": acc,
             "test_loss": test_loss,

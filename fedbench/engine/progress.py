@@ -90,7 +90,7 @@ class RichProgress:
         self.task = self.progress.add_task(self.label, total=total, completed=done, acc="-")
 
     def advance(self, round_done: int, metrics: dict[str, Any] | None) -> None:
-        fields = {"acc": f"{metrics['test_acc']:.2f}"} if metrics else {}
+        fields: dict[str, Any] = {"acc": f"{metrics['test_acc']:.2f}"} if metrics else {}
         self.progress.update(self.task, completed=round_done, **fields)
 
     def close(self) -> None:

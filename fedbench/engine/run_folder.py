@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -379,24 +379,25 @@ def run_status(path: Path) -> RunStatus:
         summary = {}  # trained again by the next sweep (fedbench runs says which file is bad)
     config = _read_yaml(folder.config)
     rows = _last_round(folder.metrics)
-    common = {
-        "round": rows,
-        "rounds": (config.get("fl") or {}).get("rounds") if config else None,
-        "attempts": int(attempt.get("attempts", 0)),
-        "host": attempt.get("host"),
-        "pid": attempt.get("pid"),
-        "error": summary.get("error"),
-    }
+    pending = RunStatus(
+        "pending",
+        round=rows,
+        rounds=(config.get("fl") or {}).get("rounds") if config else None,
+        attempts=int(attempt.get("attempts", 0)),
+        host=attempt.get("host"),
+        pid=attempt.get("pid"),
+        error=summary.get("error"),
+    )
     status = summary.get("status")
     if status in FINAL_STATUSES:
-        return RunStatus(status, **common)
+        return replace(pending, state=status)
     if folder.is_locked():
-        return RunStatus("running", **common)
+        return replace(pending, state="running")
     if status == "failed":
-        return RunStatus("failed", **common)
+        return replace(pending, state="failed")
     if config is not None:
-        return RunStatus("interrupted", **common)
-    return RunStatus("pending", **common)
+        return replace(pending, state="interrupted")
+    return pending
 
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:

@@ -82,6 +82,7 @@ class ClientSamples(Sequence[Tensor]):
     def __len__(self) -> int:
         return len(self.parts)
 
+    # An index only, no slices: narrower than Sequence's overloaded __getitem__ (hence ignore).
     def __getitem__(self, i: int) -> Tensor:  # type: ignore[override]
         if not -len(self.parts) <= i < len(self.parts):
             raise IndexError(i)
@@ -144,8 +145,9 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     resize = _resizer(cfg.data.image_size, data.input_shape)
     prepare = _compose(data.prepare, resize)
     input_shape = data.input_shape
-    if resize is not None:
-        input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
+    size = cfg.data.image_size
+    if resize is not None and size is not None:  # (no resize without an image_size)
+        input_shape = (input_shape[0], size, size)
     model = build_model(cfg.model, input_shape, data.num_classes).to(device)
     if algorithm_cls.uses_representation:
         check_anchor_statistics(model, cfg.model.name, cfg.algorithm.name)

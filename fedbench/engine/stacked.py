@@ -160,7 +160,9 @@ def _orders(
     orders, generators = [], []
     for job in jobs:
         s, cfg = job.engine.setup, job.engine.cfg
-        generator = torch.Generator().manual_seed(client_seed(cfg.seed, job.info.round, job.client))
+        generator = torch.Generator().manual_seed(
+            client_seed(cfg.seed, job.info.round_index, job.client)
+        )
         orders.append(
             batch_indices(
                 s.clients[job.client],

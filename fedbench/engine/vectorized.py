@@ -140,7 +140,7 @@ class VectorizedEngine(Engine):
         clipped per client, then the algorithm's elementwise rule on the stacked tensors."""
         g = stacked_gradients(self, y, buffers, xb, yb, mask)
         with torch.no_grad():
-            self.setup.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
+            self.setup.algorithm.local_step(y, g, local, k, info)
 
     def whole_step(
         self,

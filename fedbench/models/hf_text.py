@@ -30,7 +30,7 @@ from fedbench.models.base import MODELS, PRETRAINED
 from fedbench.models.lora import apply_lora
 
 if TYPE_CHECKING:
-    from transformers import RobertaConfig
+    from transformers import RobertaConfig, RobertaForSequenceClassification
 
 HF_ROBERTA = "FacebookAI/roberta-base"
 TEXT_LORA_TARGETS = ["query", "value"]
@@ -64,7 +64,7 @@ def _check_text(name: str, input_shape: tuple[int, ...]) -> None:
         )
 
 
-def _pretrained_roberta(cfg: ModelConfig, num_classes: int) -> nn.Module:
+def _pretrained_roberta(cfg: ModelConfig, num_classes: int) -> RobertaForSequenceClassification:
     from transformers import RobertaForSequenceClassification
 
     source = Path(cfg.weights).expanduser() if cfg.weights else None
@@ -79,7 +79,7 @@ def _pretrained_roberta(cfg: ModelConfig, num_classes: int) -> nn.Module:
             str(source) if source else HF_ROBERTA,
             num_labels=num_classes,
             ignore_mismatched_sizes=True,  # the classifier is new for the task's classes
-            **({"local_files_only": True} if source is not None else {}),
+            local_files_only=source is not None,  # (False: the default, the hub cache)
         )
     except OSError as exc:
         where = source if source else f"the Hugging Face cache ({HF_ROBERTA})"
@@ -109,7 +109,9 @@ def roberta_base_config(num_classes: int) -> RobertaConfig:
         pad_token_id=1,
         bos_token_id=0,
         eos_token_id=2,
-        num_labels=num_classes,
+        # transformers 5's config __init__ takes PreTrainedConfig's num_labels through its
+        # wrapper; its annotated signature lists the dataclass fields only.
+        num_labels=num_classes,  # type: ignore[call-arg]
     )
 
 
@@ -120,13 +122,17 @@ def roberta_base(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: in
     from transformers import RobertaForSequenceClassification
 
     _check_text("roberta_base", input_shape)
+    model: RobertaForSequenceClassification
     if cfg.pretrained:
         model = _pretrained_roberta(cfg, num_classes)
     else:
         model = RobertaForSequenceClassification(roberta_base_config(num_classes))
     if input_shape[0] > model.config.max_position_embeddings - 2:
         raise FedbenchError(f"roberta_base takes at most 512 tokens, got {input_shape[0]}")
-    return TextClassifier(_lora(cfg, model), pad_id=model.config.pad_token_id)
+    pad_id = model.config.pad_token_id
+    if pad_id is None:  # (roberta-base's is 1: only a foreign config.json lacks one)
+        raise FedbenchError(f"model.weights {cfg.weights}: its config.json sets no pad_token_id")
+    return TextClassifier(_lora(cfg, model), pad_id=pad_id)
 
 
 @MODELS.register("roberta_micro")
@@ -142,7 +148,7 @@ def roberta_micro(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: i
         num_attention_heads=2,
         intermediate_size=32,
         max_position_embeddings=input_shape[0] + 2,
-        num_labels=num_classes,
+        num_labels=num_classes,  # type: ignore[call-arg]  # (as in roberta_base_config)
         pad_token_id=1,
     )
     model = RobertaForSequenceClassification(config)

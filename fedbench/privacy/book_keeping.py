@@ -43,6 +43,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 from torch.autograd.graph import GradientEdge, get_gradient_edge
+from torch.nn.grad import conv2d_weight
 
 from fedbench.errors import FedbenchError
 
@@ -115,6 +116,13 @@ def weight_rules(
     return rules
 
 
+def numeric_padding(conv: nn.Conv2d) -> tuple[int, ...]:
+    """The padding of a Conv2d with a rule (`_layer_problem` refuses string padding)."""
+    if isinstance(conv.padding, str):
+        raise ValueError(f"Conv2d padding {conv.padding!r} has no book-keeping rule")
+    return conv.padding
+
+
 def _layer_problem(name: str, module: nn.Module) -> str | None:
     """Why `module` (which holds trainable parameters) has no exact BK rule, or None."""
     kind = type(module).__name__
@@ -172,7 +180,7 @@ class _Layer:
 
     name: str
     module: nn.Module
-    params: list[nn.Parameter] = field(default_factory=list)
+    params: list[Tensor] = field(default_factory=list)
 
 
 class _PerSample:
@@ -194,14 +202,14 @@ class _PerSample:
         self.module = module
         self.budget_bytes = budget_bytes
         #: {parameter: (B,) squared per-sample norm}
-        self.squared: dict[nn.Parameter, Tensor] = {}
+        self.squared: dict[Tensor, Tensor] = {}
         #: {parameter: (B, *shape) per-sample gradients}, where materialised.
-        self._grads: dict[nn.Parameter, Tensor] = {}
+        self._grads: dict[Tensor, Tensor] = {}
         #: {parameter: (a, g) with a (B, T, in), g (B, T, out)}, where the ghost norm was taken.
-        self._ghost: dict[nn.Parameter, tuple[Tensor, Tensor]] = {}
+        self._ghost: dict[Tensor, tuple[Tensor, Tensor]] = {}
         #: {Conv2d weight: (input, output gradient)}, where not kept: its clipped sum is the
         #: weight gradient of the convolution with the output gradient scaled per sample.
-        self._conv: dict[nn.Parameter, tuple[Tensor, Tensor]] = {}
+        self._conv: dict[Tensor, tuple[Tensor, Tensor]] = {}
         #: Embedding: (ids (B, T), g (B, T, dim)).
         self._tokens: tuple[Tensor, Tensor] | None = None
         self.batch = batch
@@ -231,8 +239,8 @@ class _PerSample:
     def _normalisation(
         self,
         module: nn.Module,
-        weight: nn.Parameter | None,
-        bias: nn.Parameter | None,
+        weight: Tensor | None,
+        bias: Tensor | None,
         a: Tensor,
         g: Tensor,
     ) -> None:
@@ -252,11 +260,11 @@ class _PerSample:
         if bias is not None:
             self._materialised(bias, g.sum(dims) if dims else g)
 
-    def _materialised(self, param: nn.Parameter, grads: Tensor) -> None:
+    def _materialised(self, param: Tensor, grads: Tensor) -> None:
         self._grads[param] = grads
         self.squared[param] = torch.linalg.vector_norm(grads.flatten(1), dim=1).square()
 
-    def _matmul_weight(self, weight: nn.Parameter, a: Tensor, g: Tensor, rule: WeightRule) -> None:
+    def _matmul_weight(self, weight: Tensor, a: Tensor, g: Tensor, rule: WeightRule) -> None:
         """a (B, T, in), g (B, T, out): per-sample gradients g_j^T a_j kept, or the ghost norm
         <a_j a_j^T, g_j g_j^T>, or the norms of g_j^T a_j materialised a chunk of samples at a
         time (within KEEP_BYTES) and dropped."""
@@ -271,7 +279,7 @@ class _PerSample:
             self._chunked_norms(weight, a, g, lambda a, g: torch.bmm(g.transpose(1, 2), a))
 
     def _conv_weight(
-        self, conv: nn.Conv2d, weight: nn.Parameter, a: Tensor, g: Tensor, rule: WeightRule
+        self, conv: nn.Conv2d, weight: Tensor, a: Tensor, g: Tensor, rule: WeightRule
     ) -> None:
         """The Conv2d analogue of `_matmul_weight`, with a_j unfolded (in*k*k x L positions)
         only for the ghost norm."""
@@ -287,7 +295,7 @@ class _PerSample:
         self._conv[weight] = (a, g)
 
     def _chunked_norms(
-        self, weight: nn.Parameter, a: Tensor, g: Tensor, grads: Callable[[Tensor, Tensor], Tensor]
+        self, weight: Tensor, a: Tensor, g: Tensor, grads: Callable[[Tensor, Tensor], Tensor]
     ) -> None:
         """The "norm" rule: the squared norms of the per-sample gradients `grads(a, g)`
         materialised a chunk of samples at a time (within the budget) and dropped."""
@@ -313,7 +321,7 @@ class _PerSample:
         self.squared[weight] = (same * torch.bmm(g, g.transpose(1, 2))).sum((1, 2)).clamp(min=0)
         self._tokens = (ids, g)
 
-    def weighted_sum(self, param: nn.Parameter, weights: Tensor) -> Tensor:
+    def weighted_sum(self, param: Tensor, weights: Tensor) -> Tensor:
         """sum_j weights_j * (per-sample gradient j of `param`)."""
         if param in self._grads:
             grads = self._grads[param]
@@ -322,12 +330,12 @@ class _PerSample:
             a, g = self._conv[param]
             conv = self.module
             assert isinstance(conv, nn.Conv2d)
-            return torch.nn.grad.conv2d_weight(
+            return conv2d_weight(
                 a,
                 param.shape,
                 g * weights.to(g.dtype).view(-1, 1, 1, 1),
                 conv.stride,
-                conv.padding,  # type: ignore[arg-type]  # not a string: checked
+                numeric_padding(conv),
                 conv.dilation,
             )
         if param in self._ghost:
@@ -362,7 +370,7 @@ def _unfold(conv: nn.Conv2d, a: Tensor) -> Tensor:
         a,
         conv.kernel_size,
         dilation=conv.dilation,
-        padding=conv.padding,  # type: ignore[arg-type]  # not a string: checked
+        padding=numeric_padding(conv),
         stride=conv.stride,
     )
 
@@ -374,12 +382,12 @@ def conv_per_sample_grads(conv: nn.Conv2d, a: Tensor, g: Tensor) -> Tensor:
     batch, out = g.shape[0], g.shape[1]
     positions = g[0, 0].numel()
     if positions >= GROUPED_POSITIONS:
-        grads = torch.nn.grad.conv2d_weight(
+        grads = conv2d_weight(
             a.reshape(1, -1, *a.shape[2:]),
             (batch * out, *conv.weight.shape[1:]),
             g.reshape(1, -1, *g.shape[2:]),
             conv.stride,
-            conv.padding,  # type: ignore[arg-type]  # not a string: checked
+            numeric_padding(conv),
             conv.dilation,
             groups=batch,
         )
@@ -407,7 +415,7 @@ class BookKeeper:
     """Forward hooks on every trainable layer of `model` (attached once, active only inside
     `recording`), and the per-sample norms and weighted gradient sums of one recorded batch."""
 
-    def __init__(self, model: nn.Module, params: list[nn.Parameter]) -> None:
+    def __init__(self, model: nn.Module, params: list[Tensor]) -> None:
         problem = bk_problem(model)
         if problem is not None:
             raise FedbenchError(

@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import squared_norm
+from fedbench.algorithms.base import Upload, squared_norm
 from fedbench.config import PrivacyConfig
 from fedbench.errors import FedbenchError
 from fedbench.privacy.accounting import calibrate_noise, worst_epsilon
@@ -70,7 +71,7 @@ class ClientLevelPlan:
     #: fl.dropout: sampled clients that drop out release nothing (epsilon is then a bound).
     dropout: float = 0.0
 
-    level = "client"
+    level: ClassVar[Literal["client"]] = "client"
 
     @property
     def poisson(self) -> bool:
@@ -155,9 +156,7 @@ def client_level_plan(
     return plan
 
 
-def clip_upload(
-    upload: dict[str, list[Tensor]], clip: float
-) -> tuple[dict[str, list[Tensor]], bool]:
+def clip_upload(upload: Upload, clip: float) -> tuple[Upload, bool]:
     """u * min(1, C / ||u||) over all uploaded tensors together; and whether ||u|| <= C."""
     norm = math.sqrt(sum(float(squared_norm(tensors)) for tensors in upload.values()))
     scale = min(1.0, clip / norm) if norm > 0 else 1.0
@@ -228,7 +227,7 @@ class ClientLevelRound:
         self.count = 0
         self.new_clip = clip
 
-    def add(self, upload: dict[str, list[Tensor]]) -> dict[str, list[Tensor]]:
+    def add(self, upload: Upload) -> Upload:
         private = {k: v for k, v in upload.items() if k not in self.public}
         clipped, under = clip_upload(private, self.clip)
         self.unclipped += int(under)

@@ -32,7 +32,7 @@ def use_ghost_norm(positions: int, out_channels: int, unfolded: int) -> bool:
 
 def conv2d_norm_sample(
     layer: nn.Conv2d, activations: list[Tensor], backprops: Tensor
-) -> dict[nn.Parameter, Tensor]:
+) -> dict[Tensor, Tensor]:
     """{parameter: (B,) per-sample gradient norms} of one Conv2d layer."""
     if layer.groups != 1 or layer.padding_mode != "zeros" or isinstance(layer.padding, str):
         grads = compute_conv_grad_sample(layer, activations, backprops)
@@ -40,7 +40,7 @@ def conv2d_norm_sample(
     x = activations[0].to(backprops.dtype)
     batch = x.shape[0]
     g = backprops.reshape(batch, backprops.shape[1], -1)  # (B, out, L)
-    out: dict[nn.Parameter, Tensor] = {}
+    out: dict[Tensor, Tensor] = {}
     if layer.weight.requires_grad:
         a = unfold2d(
             x,

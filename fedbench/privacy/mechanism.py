@@ -190,7 +190,7 @@ class PrivateGradient:
     def __init__(
         self,
         model: nn.Module,
-        params: list[nn.Parameter],
+        params: list[Tensor],
         *,
         noise_multiplier: float,
         clip: float,
@@ -502,7 +502,8 @@ class PrivateGradient:
                     out = self._ghost(x)
                 losses = self.objective.private_loss(out, y, "none")
                 torch.autograd.grad(losses.sum(), self.params, retain_graph=True)
-                return losses, [p._norm_sample for p in self.params]
+                # opacus's hooks set _norm_sample on each parameter (untyped: not in torch's stub)
+                return losses, [p._norm_sample for p in self.params]  # type: ignore[attr-defined]
             finally:
                 self._ghost.disable_hooks()
 

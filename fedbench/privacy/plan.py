@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from fedbench.algorithms.base import Algorithm
 from fedbench.config import PrivacyConfig, RunConfig
@@ -41,7 +42,7 @@ class PrivacyPlan:
     #: Clients run K_i <= K steps (fl.local_steps_min) and are accounted K: epsilon is a bound.
     steps_vary: bool = False
 
-    level = "sample"
+    level: ClassVar[Literal["sample"]] = "sample"
 
     def accounting(self) -> dict[str, str]:
         """Which mechanism the accountant analysed and how the reported epsilon relates to the
@@ -89,7 +90,7 @@ class PrivacyPlan:
     def mechanism(
         self,
         model: nn.Module,
-        params: list[nn.Parameter],
+        params: list[Tensor],
         autocast: torch.dtype | None = None,
         objective: Objective | None = None,
     ) -> PrivateGradient:

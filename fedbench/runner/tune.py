@@ -270,11 +270,12 @@ def pruned_above_winner(cell: Cell) -> list[str]:
     if cell.study is None:
         return []
     trials = cell.study.get_trials(deepcopy=False)
-    complete = [t for t in trials if t.state.name == "COMPLETE" and t.value is not None]
+    complete = [
+        (float(t.value), t) for t in trials if t.state.name == "COMPLETE" and t.value is not None
+    ]
     if not complete:
         return []
-    best = max(complete, key=lambda t: float(t.value))  # type: ignore[arg-type]
-    best_value = float(best.value)  # type: ignore[arg-type]
+    best_value, best = max(complete, key=lambda scored: scored[0])  # the first best, as before
     notes = []
     for t in trials:
         if t.state.name != "PRUNED" or not t.intermediate_values:

@@ -16,6 +16,7 @@ import yaml
 from fedbench.algorithms.blocks import build_partition
 from fedbench.config import ModelConfig
 from fedbench.engine.setup import param_spec
+from fedbench.errors import FedbenchError
 from fedbench.models import build_model
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
@@ -202,3 +203,18 @@ def test_roberta_base_without_pretrained_is_the_real_architecture_with_random_we
     ids = torch.randint(3, 50265, (2, 128))
     ids[:, 100:] = 1  # padding
     assert model(ids).shape == (2, 2)
+
+
+def test_roberta_weights_without_a_pad_token_are_refused_when_built(tmp_path):
+    """A config.json without pad_token_id (found by the type checker: the mask compared the ids
+    with None and the first forward crashed with an AttributeError) is one FedbenchError."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    config = RobertaConfig(
+        vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=8, max_position_embeddings=20, pad_token_id=None,
+    )  # fmt: skip
+    RobertaForSequenceClassification(config).save_pretrained(tmp_path)
+    cfg = ModelConfig(name="roberta_base", pretrained=True, weights=str(tmp_path))
+    with pytest.raises(FedbenchError, match="sets no pad_token_id"):
+        build_model(cfg, (16,), 2)
