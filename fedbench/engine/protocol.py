@@ -112,7 +112,7 @@ def end_client(
             new_state if device is None else to_device(new_state, device)
         )
     results.add(
-        upload,
+        {key: list(tensors) for key, tensors in upload.items()},  # a foreach op's tuple, too
         fed.weight(start.client),
         buffers=trained.buffers,
         v_block_means=algorithm.v_block_means(start.local) if results.diagnostics else None,

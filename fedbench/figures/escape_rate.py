@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -119,7 +119,7 @@ class EscapeSetup:
 def registry_algorithm(name: str, s: EscapeSetup) -> Algorithm:
     """The registered algorithm `name` with the experiment's settings: local SGD at
     s.local_lr without weight decay or clipping, and the optimizer's server rule."""
-    server = {
+    server: dict[str, Any] = {
         "fedavgm": {"momentum": s.momentum},
         "fedadam": {"beta1": s.beta1, "beta2": s.beta2_adam, "tau": s.tau},
         "fedadamom": {"beta2": s.beta2_adamom, "eps_m": s.eps_m},
