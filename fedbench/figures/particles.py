@@ -62,14 +62,36 @@ class ForeachPerTensor(TorchFunctionMode):
         count = len(args[0])
         if not op.endswith("_"):
             single = getattr(torch, op)
-            return [single(*(_item(a, i) for a in args), **kwargs) for i in range(count)]
+            return [
+                single(*_one(op, args, i), **kwargs, **_value(op, args, i)) for i in range(count)
+            ]
+        out_of_place = None if op == "copy_" else getattr(torch, op[:-1], None)
         for i in range(count):
-            target, *rest = (_item(a, i) for a in args)
-            if op == "copy_":
-                target.copy_(*rest, **kwargs)
+            target, *rest = _one(op, args, i)
+            value = _value(op, args, i)
+            if out_of_place is None:  # copy_, zero_: batched in place
+                getattr(target, op)(*rest, **kwargs, **value)
             else:
-                target.copy_(getattr(torch, op[:-1])(target, *rest, **kwargs))
+                target.copy_(out_of_place(target, *rest, **kwargs, **value))
         return None
+
+
+#: Foreach ops whose positional scalars (one per tensor) are the one-tensor op's `value`.
+_SCALARS_ARE_VALUE = ("addcmul", "addcdiv")
+
+
+def _one(op: str, args: Sequence[Any], i: int) -> list[Any]:
+    """The one-tensor op's positional arguments for tensor i."""
+    if op.rstrip("_") in _SCALARS_ARE_VALUE:
+        args = args[:3]
+    return [_item(a, i) for a in args]
+
+
+def _value(op: str, args: Sequence[Any], i: int) -> dict[str, Any]:
+    """addcmul/addcdiv's positional scalars as the one-tensor op's `value` keyword."""
+    if op.rstrip("_") in _SCALARS_ARE_VALUE and len(args) > 3:
+        return {"value": _item(args[3], i)}
+    return {}
 
 
 class Particles(Algorithm):
