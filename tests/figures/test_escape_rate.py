@@ -78,9 +78,11 @@ def test_the_experiment_equals_its_copied_rules_version() -> None:
                 rtol=1e-12,
                 atol=1e-12,
             )
-    assert {k: sum(e > 0 for e in w["escaped_at"]) for k, w in ref["optimizers"]["fedadam"].items()} == {
-        "1.0": 0, "4.0": 4, "16.0": 12
-    }  # fmt: skip
+    # The reference holds a k where no trial escapes, one where some do and one where all do.
+    escapes = {
+        k: sum(e > 0 for e in w["escaped_at"]) for k, w in ref["optimizers"]["fedadam"].items()
+    }
+    assert escapes == {"1.0": 0, "4.0": 4, "16.0": 12}
 
 
 def test_styblinski_tang_critical_points_and_the_censored_rate() -> None:
