@@ -1,10 +1,9 @@
-"""The sequential engine: THE round loop for every algorithm and dataset (data flow CLI ->
-config -> plan -> launcher -> engine -> run folder -> report). A round trains the sampled
-clients one after the other on the one resident model, then ends in `finish_round`."""
+"""The sequential engine: the run loop for every algorithm and dataset (data flow CLI ->
+config -> plan -> launcher -> engine -> run folder -> report). A round is the round protocol
+(fedbench.engine.protocol) whose clients train one after the other on the one resident model."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import platform
 import time
@@ -26,7 +25,7 @@ from fedbench.engine.accelerate import (
     cuda_graphs_wanted,
     use_channels_last,
 )
-from fedbench.engine.aggregation import FiniteWatch, RoundResults, finish_round
+from fedbench.engine.aggregation import FiniteWatch, RoundResults
 from fedbench.engine.captured import CapturedStep, captured_unsupported
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.checkpoint_state import checkpoint_problem
@@ -36,6 +35,15 @@ from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
 from fedbench.engine.plan import ExecutionPlan
 from fedbench.engine.progress import RunProgress, make_progress
+from fedbench.engine.protocol import (
+    ClientStart,
+    Federation,
+    Trained,
+    end_client,
+    finish,
+    run_round,
+    uniform_weight,
+)
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import (
     client_local_steps,
@@ -290,39 +298,52 @@ class Engine:
 
     # --- one round ------------------------------------------------------------------------------
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
-        """One round; with `diagnostics`, also FedAdamW Figure 2's client_drift and v_spread."""
+        """One round (fedbench.engine.protocol) whose clients train one after the other on the
+        resident model; with `diagnostics`, also FedAdamW Figure 2's client_drift and v_spread."""
         s, cfg = self.setup, self.cfg
         clients = s.schedule[r]
         if not clients:  # every sampled client dropped out: no update this round
             return
-        base_info = round_info(
-            cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients)
-        )
-        results = self._new_results(r, diagnostics)
-        for client in clients:
+        info = round_info(cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
+
+        def train(starts: list[ClientStart]) -> list[Trained]:
+            (start,) = starts
             self._load_global()
-            stored = self.client_states.get(client)
-            if stored is not None:
-                stored = to_device(stored, s.device)
-            steps = client_local_steps(
-                cfg.seed, r, client, cfg.fl.local_steps, cfg.fl.local_steps_min
-            )
-            # The client's own K_i (system heterogeneity); the server step keeps the nominal K.
-            info = dataclasses.replace(
-                base_info, local_steps=steps, nominal_steps=base_info.local_steps
-            )
-            local = s.algorithm.client_begin(self.x, self.server, stored, info)
             step_ratio = run_client(
                 self.local_training,
-                client=client,
-                samples=s.clients[client],
-                local=local,
-                info=info,
+                client=start.client,
+                samples=s.clients[start.client],
+                local=start.local,
+                info=start.info,
                 measure_steps=diagnostics,
             )
-            params = [p.detach() for p in self.params]
-            self.end_client(results, client, params, local, stored, info, self.buffers, step_ratio)
-        self._finish_round(results, base_info)
+            return [Trained([p.detach() for p in self.params], self.buffers, step_ratio)]
+
+        def steps_of(client: int) -> int:
+            return client_local_steps(
+                cfg.seed, r, client, cfg.fl.local_steps, cfg.fl.local_steps_min
+            )
+
+        results = self._new_results(r, diagnostics)
+        found = run_round(self.federation(), clients, info, train, results, steps_of=steps_of)
+        self._after_round(results, found)
+
+    def federation(self) -> Federation:
+        """The run's server side as the round protocol reads and updates it (in place)."""
+        s = self.setup
+        weighted = self.cfg.algorithm.weighting == "samples"
+        sizes = s.client_sizes
+        return Federation(
+            s.algorithm,
+            self.x,
+            self.server,
+            self.client_states,
+            self.global_buffers,
+            self.watch,
+            weight=(lambda client: float(sizes[client])) if weighted else uniform_weight,
+            device=s.device,
+            state_device=self.state_device,
+        )
 
     def end_client(
         self,
@@ -335,23 +356,10 @@ class Engine:
         buffers: list[Tensor],
         step_ratio: float | None = None,
     ) -> None:
-        """The algorithm's client_end for one trained client, its new state stored and its
-        upload (and buffers, and on diagnostic rounds its local step ratio) added to the
-        round's results."""
-        s = self.setup
-        with torch.no_grad():
-            upload, new_state = s.algorithm.client_end(params, self.x, local, stored, info)
-        if new_state is not None:
-            self.client_states[client] = to_device(new_state, self.state_device)
-        weighted = self.cfg.algorithm.weighting == "samples"
-        results.add(
-            upload,
-            float(s.client_sizes[client]) if weighted else 1.0,
-            buffers=buffers,
-            v_block_means=s.algorithm.v_block_means(local) if results.diagnostics else None,
-            client=client,
-            step_ratio=step_ratio,
-        )
+        """The protocol's `end_client` for one client trained stacked (fedbench.engine.stacked):
+        its new state stored, its upload added to the round's results."""
+        start = ClientStart(client, info, local, stored)
+        end_client(self.federation(), results, start, Trained(params, buffers, step_ratio))
 
     def _representation(self, model: torch.nn.Module) -> dict[str, Any]:
         """LocalTraining's representation fields, for algorithms that use it (MOON)."""
@@ -377,15 +385,11 @@ class Engine:
         return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
 
     def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
-        found = finish_round(
-            results,
-            self.setup.algorithm,
-            self.x,
-            self.server,
-            self.global_buffers,
-            info,
-            self.watch,
-        )
+        """The end of a round whose clients trained stacked (the protocol's `finish`)."""
+        self._after_round(results, finish(self.federation(), results, info))
+
+    def _after_round(self, results: RoundResults, found: dict[str, Any] | None) -> None:
+        """What the run keeps of a finished round: client-level DP's new clip, diagnostics."""
         if results.client_dp is not None:
             self.server[CLIENT_DP_KEY]["clip"] = results.client_dp.new_clip
         if found is not None:

@@ -25,7 +25,8 @@ from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
-from fedbench.engine.client_state import index_state, stack_states, to_device
+from fedbench.engine.client_state import index_state, stack_states
+from fedbench.engine.protocol import Federation, begin_client
 from fedbench.engine.setup import RunSetup
 from fedbench.step import clip_by_norm_
 
@@ -64,6 +65,8 @@ class StackedRun(Protocol):
     ) -> None: ...
 
     def client_chunk(self, clients: int) -> int: ...
+
+    def federation(self) -> Federation: ...
 
     def batch_width(self, client: int) -> int: ...
 
@@ -231,14 +234,12 @@ def _start(
     groups, stored_all, weights, buffers = [], [], [], []
     for engine, start, stop in segments(jobs):
         s = engine.setup
-        stored = [engine.client_states.get(job.client) for job in jobs[start:stop]]
-        stored = [None if st is None else to_device(st, s.device) for st in stored]
         info = jobs[start].info
-        local = stack_states(
-            [s.algorithm.client_begin(engine.x, engine.server, st, info) for st in stored]
-        )
+        fed = engine.federation()  # the round protocol's begin (fedbench.engine.protocol)
+        begun = [begin_client(fed, job.client, info) for job in jobs[start:stop]]
+        local = stack_states([b.local for b in begun])
         groups.append(StepGroup(s.algorithm, info, start, stop, local))
-        stored_all += stored
+        stored_all += [b.stored for b in begun]
         n = stop - start
         weights.append([t.unsqueeze(0).expand(n, *t.shape) for t in engine.x])
         buffers.append([g.unsqueeze(0).expand(n, *g.shape) for g in engine.global_buffers])

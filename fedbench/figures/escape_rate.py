@@ -23,8 +23,10 @@ two laws can be told apart:
   B is set per optimizer so that its escape rates are measurable on the k grid: the theory
   predicts how -log(Gamma) depends on k, not its level, which differs between optimizers.
 - Federation: each round S of the N clients run K local SGD steps (lr eta_l) from the global x;
-  the server applies the optimizer's rule to Delta_bar (the same rules as fedbench's fedavgm,
-  fedadam, fedadamom, applied to each particle's own coordinates).
+  the server applies the optimizer's rule to Delta_bar. Both are fedbench's registered fedavgm,
+  fedadam and fedadamom, driven by the engine's round protocol (fedbench.engine.protocol); the
+  particles are one stacked federation whose server rule runs per particle
+  (fedbench.figures.particles), so FedAdamom's model-wide mean of v is each particle's own.
 - Trials: M independent particles start at the sharp minimum and run R rounds; a particle has
   escaped once coordinate 0 crosses the barrier b / sqrt(k). Gamma is the maximum-likelihood
   rate of a constant-hazard escape with censoring: escapes / rounds spent inside the well.
@@ -40,15 +42,17 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec, RoundInfo
+from fedbench.engine.protocol import ClientStart, Federation, Trained, run_round
 from fedbench.errors import FedbenchError
+from fedbench.figures.particles import Particles, select_rows
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -112,58 +116,77 @@ class EscapeSetup:
     seed: int = 0
 
 
-def _server(name: str, s: EscapeSetup) -> Callable[[Tensor, Tensor, dict], None]:
-    """A batched server step (particles x coordinates) for one optimizer; state in a dict."""
-
-    def fedavgm(x: Tensor, d: Tensor, st: dict) -> None:
-        st["m"] = s.momentum * st.get("m", torch.zeros_like(x)) + d
-        x.add_(s.server_lr["fedavgm"] * st["m"])
-
-    def fedadam(x: Tensor, d: Tensor, st: dict) -> None:
-        st["m"] = s.beta1 * st.get("m", torch.zeros_like(x)) + (1 - s.beta1) * d
-        v = st.get("v", torch.full_like(x, s.tau**2))
-        st["v"] = s.beta2_adam * v + (1 - s.beta2_adam) * d * d
-        x.add_(s.server_lr["fedadam"] * st["m"] / (st["v"].sqrt() + s.tau))
-
-    def fedadamom(x: Tensor, d: Tensor, st: dict) -> None:
-        st["v"] = s.beta2_adamom * st.get("v", torch.zeros_like(x)) + (1 - s.beta2_adamom) * d * d
-        v_mean = st["v"].mean(dim=1, keepdim=True)  # each particle's own model-wide mean
-        ratio = torch.where(v_mean > 0, st["v"] / v_mean.clamp_min(1e-300), 1.0)
-        beta1 = (1.0 - ratio).clamp(0.0, 1.0 - s.eps_m)
-        m = st.get("m", torch.zeros_like(x))
-        st["m"] = beta1 * m + (1 - beta1) * d
-        x.add_(s.server_lr["fedadamom"] * st["m"])
-
-    return {"fedavgm": fedavgm, "fedadam": fedadam, "fedadamom": fedadamom}[name]
+def registry_algorithm(name: str, s: EscapeSetup) -> Algorithm:
+    """The registered algorithm `name` with the experiment's settings: local SGD at
+    s.local_lr without weight decay or clipping, and the optimizer's server rule."""
+    server: dict[str, Any] = {
+        "fedavgm": {"momentum": s.momentum},
+        "fedadam": {"beta1": s.beta1, "beta2": s.beta2_adam, "tau": s.tau},
+        "fedadamom": {"beta2": s.beta2_adamom, "eps_m": s.eps_m},
+    }[name]
+    cls = ALGORITHMS.get(name)
+    params = cls.Params(
+        name=name,
+        lr=s.local_lr,
+        lr_schedule="constant",
+        weight_decay=0.0,
+        grad_clip=None,
+        server_lr=s.server_lr[name],
+        **server,
+    )
+    spec = ParamSpec(names=["x"], shapes=[torch.Size([s.dims])], heads={})
+    return cls(params, spec, num_clients=s.clients)
 
 
-def escape_rounds(name: str, k: float, s: EscapeSetup) -> np.ndarray:
-    """The round in which each trial escaped (1-based), 0 for a trial still inside after
-    s.rounds rounds. Escaped particles leave the batch (nothing after the escape matters)."""
+def escape_run(name: str, k: float, s: EscapeSetup) -> tuple[np.ndarray, Tensor]:
+    """The round in which each trial escaped (1-based; 0 for a trial still inside after
+    s.rounds rounds), and the positions of those still inside (rows in trial order).
+
+    Each trial is a federation of the registered algorithm (`registry_algorithm`), all of them
+    one `Particles` federation driven by the engine's round protocol (fedbench.engine.protocol).
+    Escaped particles leave the batch (nothing after the escape matters)."""
     gen = torch.Generator().manual_seed(s.seed * 1_000_003 + int(k * 1000) + OPTIMIZERS.index(name))
     scale = math.sqrt(k)
     noise_std = math.sqrt(k * st_curvature(ST_A) / s.batch[name])
     barrier = ST_B / scale
-    x = torch.full((s.trials, s.dims), ST_A / scale, dtype=torch.float64)
+    algorithm = Particles(registry_algorithm(name, s))
+    x = [torch.full((s.trials, s.dims), ST_A / scale, dtype=torch.float64)]
+    fed = Federation(algorithm, x, algorithm.init_server_state(x), {})
     alive = torch.arange(s.trials)
     escaped_at = np.zeros(s.trials, dtype=np.int64)
-    step = _server(name, s)
-    state: dict = {}
-    for r in range(s.rounds):
-        y = x.unsqueeze(1).expand(len(alive), s.sampled, s.dims).clone()
-        for _ in range(s.local_steps):
+    # The clients are alike (one landscape, fresh noise each step), so which S of the N are
+    # sampled changes nothing: the first S, trained together as one (particles, S, d) tensor.
+    clients = list(range(s.sampled))
+
+    def train(starts: list[ClientStart]) -> list[Trained]:
+        assert not any(start.local for start in starts), "local SGD keeps no local state"
+        info = starts[0].info
+        start = fed.x[0]
+        y = start.unsqueeze(1).expand(len(start), len(starts), s.dims).clone()
+        for step in range(1, info.local_steps + 1):
             z = torch.randn(y.shape, generator=gen, dtype=torch.float64)
-            y.sub_(s.local_lr * (scale * st_grad(scale * y) + noise_std * z))
-        step(x, (y - x.unsqueeze(1)).mean(dim=1), state)
-        out = x[:, 0] < barrier
+            g = scale * st_grad(scale * y) + noise_std * z
+            algorithm.local_step([y], [g], {}, step, info)
+        return [Trained([y[:, i]]) for i in range(len(starts))]
+
+    for r in range(s.rounds):
+        info = RoundInfo(r, s.local_lr, s.local_steps, s.clients, s.sampled)
+        run_round(fed, clients, info, train, clients_together=None)
+        out = fed.x[0][:, 0] < barrier
         if out.any():
             escaped_at[alive[out].numpy()] = r + 1
             keep = ~out
-            alive, x = alive[keep], x[keep]
-            state = {key: value[keep] for key, value in state.items()}
+            alive = alive[keep]
+            fed = Federation(algorithm, [fed.x[0][keep]], select_rows(fed.server, keep), {})
             if len(alive) == 0:
                 break
-    return escaped_at
+    return escaped_at, fed.x[0]
+
+
+def escape_rounds(name: str, k: float, s: EscapeSetup) -> np.ndarray:
+    """The round in which each trial escaped (1-based), 0 for a trial still inside after
+    s.rounds rounds (`escape_run`)."""
+    return escape_run(name, k, s)[0]
 
 
 def escape_rate(escaped_at: np.ndarray, rounds: int) -> float:

@@ -1,7 +1,7 @@
 """The one test harness of the update rules: a tiny float64 federated least-squares problem and a
-driver that runs an Algorithm object the way the engine does (client_begin, K local_steps,
-client_end, mean of the uploads, server_update), so that each rule can be compared with a hand
-computation on flat vectors.
+driver that runs an Algorithm object through the engine's round protocol (client_begin, K
+local_steps, client_end, the streaming mean of the uploads, server_update), so that each rule can be
+compared with a hand computation on flat vectors.
 
 Hand computations compare at TOL = 1e-12 in float64 and use EPS = 1e-3 in Adam-type rules, large
 enough that a rule which drops or misplaces eps fails (1e-8 vanishes beside sqrt(v) ~ 1e-1)."""
@@ -9,13 +9,14 @@ enough that a rule which drops or misplaces eps fails (1e-8 vanishes beside sqrt
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec, RoundInfo
+from fedbench.engine.protocol import ClientStart, Federation, Trained, run_round
 
 SHAPES = [torch.Size([3, 2]), torch.Size([2])]
 SPEC = ParamSpec(names=["weight", "bias"], shapes=SHAPES, heads={})
@@ -104,7 +105,9 @@ def run_federated(
     oracle: bool = False,
     steps_of: Callable[[int, int], int] | None = None,
 ) -> tuple[list[Tensor], dict[str, Any], dict[int, Any]]:
-    """Run `rounds` rounds as the engine does (uniform weighting); returns x, server, client states.
+    """Run `rounds` rounds of the engine's round protocol (fedbench.engine.protocol: its client
+    states, uniform weighting, streaming mean and server step) with the least-squares gradient
+    as each client's objective; returns x, server, client states.
 
     `noise_std` is the per-coordinate std of the privatised gradient's noise that a DP rule is told
     about (RoundInfo.grad_noise_std); the gradients themselves stay exact. With `oracle`, each
@@ -114,43 +117,29 @@ def run_federated(
     as the engine does; the server step keeps `local_steps`."""
     lr_of = lr if callable(lr) else (lambda r: lr)
     x = problem.x0()
-    server = alg.init_server_state(x)
-    states: dict[int, Any] = {}
+    fed = Federation(alg, x, alg.init_server_state(x), {})
+
+    def train(starts: list[ClientStart]) -> list[Trained]:
+        (start,) = starts
+        i, local, info = start.client, start.local, start.info
+        y = [t.clone() for t in x]
+        for k in range(1, info.local_steps + 1):
+            if oracle:
+                alg.local_step_with_oracle(y, lambda: problem.grad(y, i), local, k, info)
+                continue
+            g = problem.grad(y, i)
+            with torch.no_grad():
+                alg.local_step(y, g, local, k, info)
+        return [Trained(y)]
+
     for r in range(rounds):
         clients = sampled[r] if sampled is not None else list(range(problem.N))
         info = RoundInfo(
             r, lr_of(r), local_steps, problem.N, len(clients), grad_noise_std=noise_std
         )
-        sums: dict[str, list[Tensor]] = {}
-        round_info = info
-        for i in clients:
-            if steps_of is not None:
-                info = replace(round_info, local_steps=steps_of(r, i), nominal_steps=local_steps)
-            stored = states.get(i)
-            local = alg.client_begin(x, server, stored, info)
-            y = [t.clone() for t in x]
-            for k in range(1, info.local_steps + 1):
-                if oracle:
-                    alg.local_step_with_oracle(
-                        y, lambda y=y, i=i: problem.grad(y, i), local, k, info
-                    )
-                    continue
-                g = problem.grad(y, i)
-                with torch.no_grad():
-                    alg.local_step(y, g, local, k, info)
-            with torch.no_grad():
-                upload, new_state = alg.client_end(y, x, local, stored, info)
-            if new_state is not None:
-                states[i] = new_state
-            for key, tensors in upload.items():
-                if key in sums:
-                    sums[key] = [s + t for s, t in zip(sums[key], tensors, strict=True)]
-                else:
-                    sums[key] = [t.clone() for t in tensors]
-        mean = {k: [t / len(clients) for t in v] for k, v in sums.items()}
-        with torch.no_grad():
-            alg.server_update(x, mean, server, round_info)
-    return x, server, states
+        own_steps = None if steps_of is None else partial(steps_of, r)
+        run_round(fed, clients, info, train, steps_of=own_steps)
+    return x, fed.server, fed.client_states
 
 
 def assert_close(

@@ -68,3 +68,28 @@ def test_fedexp_declares_what_it_needs() -> None:
     assert cls.comm_up_label == "d" and "dp_fedexp" not in ALGORITHMS
     with pytest.raises(TypeError, match="server_update_with_uploads"):
         cls(params, SPEC, num_clients=1).server_update([_t(0.0)], {}, {}, INFO)
+
+
+def test_the_harness_runs_fedexp_through_the_engines_round() -> None:
+    # The harness drives the engine's round protocol, which keeps every upload for a rule that
+    # `uses_client_uploads`: two rounds of local SGD (no weight decay) then FedExP's step.
+    from tests.algorithms.harness import Problem, flatten, make, run_federated
+
+    problem = Problem()
+    x, server, _ = run_federated(
+        make("fedexp", weight_decay=0.0), problem, rounds=2, local_steps=2, lr=0.1
+    )
+    ref = flatten(problem.x0())
+    for _ in range(2):
+        deltas = []
+        for i in range(problem.N):
+            y = ref.clone()
+            for _ in range(2):
+                y = y - 0.1 * problem.flat_grad(y, i)
+            deltas.append(y - ref)
+        mean = sum(deltas) / problem.N
+        spread = sum(float(d @ d) for d in deltas)
+        eta = max(1.0, spread / (2 * problem.N * (float(mean @ mean) + 1e-3)))
+        ref = ref + eta * mean
+    assert server["step_size"] == pytest.approx(eta, rel=1e-12)
+    torch.testing.assert_close(flatten(x), ref, rtol=1e-12, atol=1e-12)

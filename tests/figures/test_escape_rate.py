@@ -1,55 +1,88 @@
-"""The escape-rate experiment: its server rules are fedbench's, the censored rate, the exponent
-fit on exact 1/k and k^-1/2 data, the error on too few points, and the figure command end to end
-on a tiny setup."""
+"""The escape-rate experiment: each particle takes the registered rule's server step, the
+results equal those of the version that copied the rules, the censored rate, the exponent fit
+on exact 1/k and k^-1/2 data, the error on too few points, and the figure command end to end on
+a tiny setup."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo
+from fedbench.algorithms import RoundInfo
 from fedbench.errors import FedbenchError
 from fedbench.figures.escape_rate import (
     EscapeSetup,
-    _server,
     bootstrap_neg_log_rates,
     escape_rate,
     escape_rounds,
+    escape_run,
     fit_exponent,
+    registry_algorithm,
     st_grad,
     verdict,
 )
+from fedbench.figures.particles import Particles
 
-SPEC = ParamSpec(names=["x"], shapes=[torch.Size([4])], heads={})
-FIELDS = {
-    "fedavgm": {"momentum": 0.9, "server_lr": 1.0},
-    "fedadam": {"beta1": 0.9, "beta2": 0.99, "tau": 1e-3, "server_lr": 0.15},
-    "fedadamom": {"beta2": 0.1, "eps_m": 1e-3, "server_lr": 1.0},
-}
+REFERENCE = Path(__file__).with_name("escape_reference.json")
 
 
 @pytest.mark.parametrize("name", ["fedavgm", "fedadam", "fedadamom"])
-def test_batched_server_rules_equal_the_algorithms(name: str) -> None:
+def test_each_particle_takes_its_own_registered_server_step(name: str) -> None:
+    # Three particles whose updates differ in scale by 10^3: FedAdamom's model-wide mean of v
+    # must be each particle's own, and every particle's step bitwise the rule's on its own.
     gen = torch.Generator().manual_seed(0)
-    deltas = torch.randn(5, 2, 4, generator=gen, dtype=torch.float64)  # rounds, particles, d
-    batched = torch.zeros(2, 4, dtype=torch.float64)
-    step, state = _server(name, EscapeSetup()), {}
-    cls = ALGORITHMS.get(name)
-    algs = [cls(cls.Params(name=name, **FIELDS[name]), SPEC, num_clients=1) for _ in range(2)]
-    xs = [[torch.zeros(4, dtype=torch.float64)] for _ in range(2)]
-    servers = [a.init_server_state(x) for a, x in zip(algs, xs)]
+    scales = torch.tensor([1.0, 1e-3, 1e3], dtype=torch.float64)[None, :, None]
+    deltas = torch.randn(5, 3, 4, generator=gen, dtype=torch.float64) * scales
+    setup = EscapeSetup(dims=4)
+    particles = Particles(registry_algorithm(name, setup))
+    x = [torch.zeros(3, 4, dtype=torch.float64)]
+    server = particles.init_server_state(x)
+    alone = [registry_algorithm(name, setup) for _ in range(3)]
+    xs = [[torch.zeros(4, dtype=torch.float64)] for _ in range(3)]
+    servers = [a.init_server_state(own) for a, own in zip(alone, xs, strict=True)]
+    rows = [torch.zeros(3, 4, dtype=torch.float64)]  # the rule on the stacked rows as one model
+    rows_server = alone[0].init_server_state(rows)
     for r in range(5):
-        step(batched, deltas[r], state)
-        for p in range(2):
-            algs[p].server_update(
-                xs[p], {"delta": [deltas[r, p]]}, servers[p], RoundInfo(r, 0.1, 1, 1, 1)
+        info = RoundInfo(r, setup.local_lr, 2, 10, 4)
+        particles.server_update(x, {"delta": [deltas[r]]}, server, info)
+        alone[0].server_update(rows, {"delta": [deltas[r]]}, rows_server, info)
+        for p in range(3):
+            alone[p].server_update(xs[p], {"delta": [deltas[r, p]]}, servers[p], info)
+    assert torch.equal(x[0], torch.stack([own[0] for own in xs]))
+    # FedAvgM and FedAdam are elementwise; FedAdamom's step on the stacked rows (one model)
+    # would mix the particles through its mean of v.
+    assert torch.equal(rows[0], x[0]) == (name != "fedadamom")
+
+
+def test_the_experiment_equals_its_copied_rules_version() -> None:
+    # Recorded before the experiment used the registry's rules through the round protocol:
+    # the same escape rounds, the surviving particles' positions to 1e-12 (the registry's
+    # FedAdam lerps m where the copy wrote beta1 m + (1 - beta1) Delta, and its local SGD is
+    # one fused y - lr g: the arithmetic differs in the last bits).
+    ref = json.loads(REFERENCE.read_text())
+    setup = replace(EscapeSetup(), trials=ref["trials"], rounds=ref["rounds"], seed=ref["seed"])
+    for name, per_k in ref["optimizers"].items():
+        for k, want in per_k.items():
+            escaped_at, x = escape_run(name, float(k), setup)
+            assert escaped_at.tolist() == want["escaped_at"], (name, k)
+            expected = [[float.fromhex(v) for v in row] for row in want["x"]]
+            torch.testing.assert_close(
+                x,
+                torch.tensor(expected, dtype=torch.float64).reshape(-1, setup.dims),
+                rtol=1e-12,
+                atol=1e-12,
             )
-    torch.testing.assert_close(batched, torch.stack([x[0] for x in xs]), rtol=1e-12, atol=1e-12)
+    # The reference holds a k where no trial escapes, one where some do and one where all do.
+    escapes = {
+        k: sum(e > 0 for e in w["escaped_at"]) for k, w in ref["optimizers"]["fedadam"].items()
+    }
+    assert escapes == {"1.0": 0, "4.0": 4, "16.0": 12}
 
 
 def test_styblinski_tang_critical_points_and_the_censored_rate() -> None:
@@ -105,8 +138,6 @@ def test_bootstrap_rates_resample_the_trials() -> None:
 
 @pytest.mark.slow
 def test_escape_is_rarer_at_low_sharpness_and_the_figure_command(tmp_path: Path) -> None:
-    from dataclasses import replace
-
     setup = replace(EscapeSetup(), trials=60, rounds=60)
     low, high = (escape_rounds("fedavgm", k, setup) for k in (1.0, 16.0))
     assert (low > 0).mean() < (high > 0).mean()  # flatter (k = 1) holds the particles longer
