@@ -21,7 +21,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch._C._functorch import _add_batch_dim, _vmap_decrement_nesting, _vmap_increment_nesting
 from torch.func import vmap
 from torch.overrides import TorchFunctionMode
 
@@ -156,16 +155,17 @@ class Particles(Algorithm):
 
 def per_row(fn: Callable[[Any], None], tree: Any) -> None:
     """`fn` on each row of the tensors of `tree` (nested lists, tuples and dicts; the rows are
-    their leading dim) at once, through views that write into them: torch.func.vmap's batching
-    itself, entered directly. vmap's own entry walks its arguments and outputs with torch's
-    pytree, which costs more than the server step of a few thousand particles (the escape
-    figure enters it every round)."""
-    rows = len(next(_tensors(tree)))
-    level = _vmap_increment_nesting(rows, "error")
-    try:
-        fn(_map_tensors(tree, lambda t: _add_batch_dim(t, 0, level)))
-    finally:
-        _vmap_decrement_nesting()
+    their leading dim) at once, under torch.func.vmap: `fn` sees each particle's own tensors
+    and its in-place updates write into the rows of `tree`. Only the tensors are walked (vmap's
+    own walk of the whole tree would refuse its non-tensor leaves)."""
+    leaves = list(_tensors(tree))
+
+    def call(*rows: Tensor) -> Tensor:
+        each = iter(rows)
+        fn(_map_tensors(tree, lambda _: next(each)))
+        return rows[0]  # vmap wants a tensor out; the updates went into the inputs
+
+    vmap(call)(*leaves)
 
 
 def _tensors(tree: Any) -> Iterator[Tensor]:
