@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, Scalar, State
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import autocast_context
@@ -293,21 +293,52 @@ def train_chunk(jobs: list[ClientJob]) -> None:
         if lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
             lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, groups[0].info.at_step(k))
         else:
-            g = stacked_gradients(lead, y, buffers, xb, yb, mask)
-            with torch.no_grad():
-                for group in groups:  # each run's own local rule and scalars, on its rows
-                    rows = slice(group.start, group.stop)
-                    whole = group.stop - group.start == n
-                    group.algorithm.local_step(
-                        y if whole else [t[rows] for t in y],
-                        g if whole else [t[rows] for t in g],
-                        group.local,
-                        k,
-                        group.info.at_step(k),
-                    )
+            for group in groups:  # each run's own local rule and scalars, on its rows
+                if group.stop - group.start == n:
+                    stacked_step(lead, group.algorithm, y, buffers, group.local, xb, yb, mask, k,
+                                 group.info.at_step(k))  # fmt: skip
+                    continue
+                rows = slice(group.start, group.stop)
+                stacked_step(
+                    lead,
+                    group.algorithm,
+                    [t[rows] for t in y],  # views: the step updates the rows in place
+                    {name: b[rows] for name, b in buffers.items()},
+                    group.local,
+                    xb[rows],
+                    yb[rows],
+                    None if mask is None else mask[rows],
+                    k,
+                    group.info.at_step(k),
+                )
         if before is not None:
             step_sizes = step_sizes + local_step_sizes(before, y, n)
     _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
+
+
+def stacked_step(
+    engine: StackedRun,
+    algorithm: Algorithm,
+    y: list[Tensor],
+    buffers: dict[str, Tensor],
+    local: State,
+    xb: Tensor,
+    yb: Tensor,
+    mask: Tensor | None,
+    k: Scalar,
+    info: RoundInfo,
+) -> None:
+    """Local step k of the stacked rows y (in place): the rule's `local_step_with_oracle` with
+    the rows' gradient oracle, which computes `stacked_gradients` at the current y on this
+    step's batch at each call (one call for a one-gradient rule, two for FedSAM's ascent point
+    and FAFED's previous point) and reduces per row (`GradientOracle.norm`). The eager step and
+    the compiled whole step (`StackedRun.whole_step`) both run this."""
+
+    def gradient() -> list[Tensor]:
+        return stacked_gradients(engine, y, buffers, xb, yb, mask)
+
+    oracle = GradientOracle(gradient, rows=y[0].shape[0])
+    algorithm.local_step_with_oracle(y, oracle, local, k, info)  # type: ignore[arg-type]
 
 
 def stacked_gradients(

@@ -54,7 +54,7 @@ from fedbench.engine.plan import vectorized_unsupported
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import ClientJob, stacked_gradients, train_jobs, width_groups
+from fedbench.engine.stacked import ClientJob, stacked_step, train_jobs, width_groups
 from fedbench.step import split_model
 
 __all__ = ["VectorizedEngine", "vectorized_unsupported"]
@@ -136,11 +136,10 @@ class VectorizedEngine(Engine):
         k: Scalar,
         info: RoundInfo,
     ) -> None:
-        """Local step k of the stacked clients: their gradients (vmap over the client dim),
-        clipped per client, then the algorithm's elementwise rule on the stacked tensors."""
-        g = stacked_gradients(self, y, buffers, xb, yb, mask)
-        with torch.no_grad():
-            self.setup.algorithm.local_step(y, g, local, k, info)  # type: ignore[arg-type]
+        """Local step k of the stacked clients (fedbench.engine.stacked.stacked_step): their
+        gradients (vmap over the client dim), clipped per client, through the algorithm's
+        gradient oracle and its elementwise rule on the stacked tensors."""
+        stacked_step(self, self.setup.algorithm, y, buffers, local, xb, yb, mask, k, info)
 
     def whole_step(
         self,

@@ -42,10 +42,42 @@ def test_a_vectorised_request_that_cannot_run_is_a_fallback_with_its_reason() ->
 
 def test_compile_says_what_it_compiles_and_why() -> None:
     assert _plan("runtime.compile=true", "algorithm.name=fedadamw")["compile"].value == "step"
-    sam = _plan("runtime.compile=true", "algorithm.name=fedsam")["compile"]
-    assert sam.value == "forward" and sam.fallback and "several gradients" in sam.reason
+    sam = _plan("runtime.compile=true", "runtime.engine=sequential", "algorithm.name=fedsam")
+    assert sam["compile"].value == "forward" and sam["compile"].fallback
+    assert "several gradients" in sam["compile"].reason
+    # auto stacks FedSAM's clients (a compiled small model on the CPU): the vmapped gradient
+    # compiles, and the two-gradient step around it runs eagerly.
+    stacked = _plan("runtime.compile=true", "algorithm.name=fedsam")
+    assert stacked.executor == "vectorized" and stacked["compile"].value == "gradient"
     vec = _plan("runtime.compile=true", "runtime.engine=vectorized", "algorithm.name=mimelite")
     assert vec["compile"].value == "gradient"
+
+
+@pytest.mark.parametrize("name", ["fedsam", "fafed"])
+def test_rules_with_several_gradients_per_step_are_stacked(name: str) -> None:
+    """The stacked executor hands them a gradient oracle over the rows: no fallback."""
+    plan = _plan("runtime.engine=vectorized", f"algorithm.name={name}")
+    assert plan.executor == "vectorized" and plan.fallbacks == []
+    seeds = _plan("runtime.engine=vectorized", "runtime.seeds_together=2", f"algorithm.name={name}")
+    assert seeds["seeds_together"].value == "2"
+
+
+@pytest.mark.parametrize(
+    ("items", "why"),
+    [
+        (["algorithm.name=moon"], "adds a representation term (not stacked yet)"),
+        (
+            ["algorithm.name=mimelite", "algorithm.full_batch_gradient=true"],
+            "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential",
+        ),
+    ],
+    ids=["moon", "mimelite-full"],
+)
+def test_what_the_oracle_does_not_compute_is_a_fallback_with_its_reason(
+    items: list[str], why: str
+) -> None:
+    executor = _plan("runtime.engine=vectorized", *items)["executor"]
+    assert executor.value == "sequential" and executor.fallback and why in executor.reason
 
 
 def test_seeds_together_need_the_vectorised_executor() -> None:
