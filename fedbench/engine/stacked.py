@@ -4,10 +4,13 @@ own start weights, trained together for K local steps (fedbench.engine.vectorize
 A chunk is a list of `ClientJob`s: a client together with the run (engine) it belongs to, the
 round's info and the round's results. One run's clients all start from its global model; the
 seeds of a table cell trained together (fedbench.engine.seeds) put several runs' clients into
-one chunk, each starting from its own run's global model. The forward/backward pass is one vmap
-over all of them; the algorithm's local step (elementwise, scalars per run) and everything
-after the K steps (client_end, the upload into the round's results) run per run, on views of
-the stacked tensors, so each run computes what it computes on its own.
+one chunk, each starting from its own run's global model. Each local step is the algorithm's
+`local_step_with_oracle` with a gradient oracle over the rows (`stacked_step`): every call of the
+oracle is one vmap'd forward/backward over the rows at their current weights on the step's
+batch (a rule may call it twice: FedSAM, FAFED), and its reductions are per row. The runs'
+rows take one call where their rounds agree, else one per run on views of its rows; the local
+rule (elementwise, scalars per run) and everything after the K steps (client_end, the upload
+into the round's results) run per run, so each run computes what it computes on its own.
 """
 
 from __future__ import annotations
