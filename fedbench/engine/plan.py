@@ -31,8 +31,6 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
     if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     algorithm, name = setup.algorithm, setup.cfg.algorithm.name
-    if getattr(algorithm, "uses_representation", False):
-        return f"algorithm {name} adds a representation term (not stacked yet)"
     if not algorithm.supports_vectorized:
         return f"algorithm {name} has a non-elementwise local rule"
     if setup.cfg.fl.local_steps_min is not None:

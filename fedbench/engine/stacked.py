@@ -16,12 +16,14 @@ into the round's results) run per run, so each run computes what it computes on 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
+from torch.func import grad, vmap
+from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, Scalar, State
 from fedbench.config import RunConfig
@@ -30,7 +32,7 @@ from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states, to_device
 from fedbench.engine.setup import RunSetup
-from fedbench.step import clip_by_norm_
+from fedbench.step import Objective, clip_by_norm_
 
 
 class StackedRun(Protocol):
@@ -50,6 +52,12 @@ class StackedRun(Protocol):
     #: vmap(grad(loss)) over the stacked clients, with and without a sample mask.
     grad_fn: Callable[..., dict[str, Tensor]]
     grad_fn_unweighted: Callable[..., dict[str, Tensor]]
+    #: The run's local objective (its loss from logits).
+    objective: Objective
+    #: For a rule that `uses_representation` (MOON): f(tensors, x) -> (z, logits) with the
+    #: model's tensors replaced, and the anchors' representation f(weights, x) (no gradient);
+    #: else None.
+    representation: Representation | None
     #: True: `whole_step` is the compiled stacked step (gradients, clipping and the local rule
     #: as one graph; `runtime.compile` with a capturable rule).
     tensor_scalars: bool
@@ -81,6 +89,16 @@ class StackedRun(Protocol):
         buffers: list[Tensor],
         step_ratio: float | None = None,
     ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Representation:
+    """What the stacked representation objective calls (fedbench.models.representation)."""
+
+    #: f(tensors, x) -> (z, logits): the model with its named tensors replaced.
+    represent_and_classify: Callable[[Mapping[str, Tensor], Tensor], tuple[Tensor, Tensor]]
+    #: f(weights, x) -> z under other trainable weights (eval mode, no gradient): the anchors.
+    represent_with: Callable[[list[Tensor], Tensor], Tensor]
 
 
 @dataclass
@@ -117,13 +135,14 @@ def segments(jobs: list[ClientJob]) -> Iterator[tuple[StackedRun, int, int]]:
 
 
 def width_groups(jobs: list[ClientJob]) -> list[list[ClientJob]]:
-    """The jobs in groups trained apart: with BatchNorm, one group per batch width (padded
-    samples would enter the batch statistics); otherwise one group (padded).
+    """The jobs in groups trained apart: with BatchNorm or a representation term, one group per
+    batch width (padded samples would enter the batch statistics, or the term's batch mean);
+    otherwise one group (padded).
 
     Each run sees its own groups in the order it meets their widths, as it does alone (so that
     its uploads are added in the same order); runs whose next width agrees train together."""
     lead = jobs[0].engine
-    if not lead.buffer_names:
+    if not lead.buffer_names and lead.representation is None:
         return [jobs]
     queues = []
     for engine, start, stop in segments(jobs):
@@ -338,6 +357,8 @@ def stacked_step(
     the compiled whole step (`StackedRun.whole_step`) both run this."""
 
     def gradient() -> list[Tensor]:
+        if algorithm.uses_representation:
+            return representation_gradients(engine, algorithm, y, buffers, xb, yb, local, info)
         return stacked_gradients(engine, y, buffers, xb, yb, mask)
 
     oracle = GradientOracle(gradient, rows=y[0].shape[0])
@@ -360,6 +381,46 @@ def stacked_gradients(
             grads = engine.grad_fn_unweighted(params, buffers, xb, yb)
         else:
             grads = engine.grad_fn(params, buffers, xb, yb, mask)
+    g = [grads[name] for name in engine.names]
+    clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
+    return g
+
+
+def representation_gradients(
+    engine: StackedRun,
+    algorithm: Algorithm,
+    y: list[Tensor],
+    buffers: dict[str, Tensor],
+    xb: Tensor,
+    yb: Tensor,
+    local: State,
+    info: RoundInfo,
+) -> list[Tensor]:
+    """The stacked clients' gradients at y of the objective plus the rule's representation term
+    (MOON), as the sequential engine's local loss: CE(classify(z), labels) +
+    `representation_loss(z, anchor, local, info)` with z the batch's representation and the
+    anchors under each row's own weights (its local state's rows: vmap over the state too).
+    Batches are never padded here (`width_groups`); clipped per client."""
+    rep = engine.representation
+    assert rep is not None, "a representation rule on an engine without its representation"
+    objective = engine.objective
+
+    def loss(
+        params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, labels: Tensor, row: Any
+    ) -> Tensor:
+        z, logits = rep.represent_and_classify({**params, **buffers}, x)
+
+        def anchor(weights: list[Tensor]) -> Tensor:
+            return rep.represent_with(weights, x)
+
+        return objective.loss(logits, labels) + algorithm.representation_loss(z, anchor, row, info)
+
+    # The local state rides along the rows: its tensors are mapped, anything else is shared.
+    state_dims = tree_map(lambda leaf: 0 if isinstance(leaf, Tensor) else None, local)
+    grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0, state_dims), randomness="different")
+    params = dict(zip(engine.names, y, strict=True))
+    with autocast_context(engine.setup.device.type, engine.autocast):
+        grads = grad_fn(params, buffers, xb, yb, local)
     g = [grads[name] for name in engine.names]
     clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
     return g

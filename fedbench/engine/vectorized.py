@@ -57,7 +57,14 @@ from fedbench.engine.plan import vectorized_unsupported
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import ClientJob, stacked_step, train_jobs, width_groups
+from fedbench.engine.stacked import (
+    ClientJob,
+    Representation,
+    stacked_step,
+    train_jobs,
+    width_groups,
+)
+from fedbench.models.representation import represent_and_classify, represent_with
 from fedbench.step import split_model
 
 __all__ = ["VectorizedEngine", "vectorized_unsupported"]
@@ -98,6 +105,12 @@ class VectorizedEngine(Engine):
             randomness="different",
         )
         self._per_client_bytes: int | None = None
+        #: MOON's representation objective (fedbench.engine.stacked.representation_gradients).
+        self.representation: Representation | None = None
+        if setup.algorithm.uses_representation:
+            self.representation = Representation(
+                represent_and_classify(model), represent_with(model, self.names)
+            )
         #: The stacked step (gradients, per-client clipping, the local rule), compiled as one
         #: graph with `runtime.compile` where the local rule is capturable; else the eager step
         #: (with the vmapped gradient compiled alone under `runtime.compile`).

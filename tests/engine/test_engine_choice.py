@@ -15,7 +15,7 @@ def test_non_elementwise_rules_are_declared() -> None:
     # Two gradients per step, both from the stacked executor's gradient oracle.
     assert ALGORITHMS.get("dp_fedsam").supports_vectorized
     assert ALGORITHMS.get("fafed").supports_vectorized
-    assert not ALGORITHMS.get("moon").supports_vectorized  # the representation term
+    assert ALGORITHMS.get("moon").supports_vectorized  # the representation term, stacked
     assert ALGORITHMS.get("dp_fedavg").supports_vectorized
     assert ALGORITHMS.get("fedexp").supports_vectorized
 
@@ -63,12 +63,11 @@ def test_auto_takes_the_engine_measured_fastest() -> None:
     measured faster); sequential for the eager runs, the big models and what it cannot run."""
     assert _resolved([]) == ("sequential", "sequential")
     assert _resolved(["runtime.compile=true"]) == ("vectorized", "vectorized")
-    assert _resolved(["runtime.compile=true", "algorithm.name=moon"]) == (
-        "sequential",
-        "sequential",
-    )
-    # Two gradients per step stack like any rule (the stacked executor's gradient oracle).
-    for name in ("fedsam", "fafed"):
+    full = ["runtime.compile=true", "algorithm.name=mimelite", "algorithm.full_batch_gradient=true"]
+    assert _resolved(full) == ("sequential", "sequential")
+    # Two gradients per step, or a representation term, stack like any rule (the stacked
+    # executor's gradient oracle).
+    for name in ("fedsam", "fafed", "moon"):
         assert _resolved(["runtime.compile=true", f"algorithm.name={name}"]) == (
             "vectorized",
             "vectorized",

@@ -1,6 +1,8 @@
 """Rules with several gradients per step (FedSAM's ascent point, FAFED's two points) on the
 stacked executor: it hands `local_step_with_oracle` a gradient oracle over the stacked rows
-(fedbench.engine.stacked.stacked_step), whose reductions are per client (`GradientOracle.norm`).
+(fedbench.engine.stacked.stacked_step), whose reductions are per client (`GradientOracle.norm`);
+and MOON, whose oracle differentiates the objective with the representation term, each row
+against its own anchors.
 
 Compared in float64 at 1e-12: a run on `runtime.engine: vectorized` (and seeds trained together)
 writes what the same run writes on the sequential engine: metrics.jsonl rows (elapsed_s aside)
@@ -80,10 +82,15 @@ def _engine(run_dir: Path) -> str:
         # Each gradient's forward updates the BatchNorm statistics, twice per step on both.
         ("fedsam", ("runtime.client_chunk=3",), _batchnorm64),
         ("fafed", ("runtime.client_chunk=3",), _batchnorm64),
+        # MOON: the representation term in the stacked objective, anchors per row.
+        ("moon", (), prepare64),
+        # Unequal clients, each batch its whole local set: trained in groups of one width (a
+        # padded sample would enter the contrastive term's batch mean).
+        ("moon", ("fl.batch_size=0", "partition.kind=dirichlet_label"), prepare64),
     ],
-    ids=["fedsam", "fafed", "fedsam-bn-chunks", "fafed-bn-chunks"],
+    ids=["fedsam", "fafed", "fedsam-bn-chunks", "fafed-bn-chunks", "moon", "moon-widths"],
 )
-def test_two_gradient_rules_stacked_equal_sequential(
+def test_oracle_rules_stacked_equal_sequential(
     algorithm: str, extra: tuple[str, ...], prepare, tmp_path: Path
 ) -> None:
     (seq,) = _trained([_cfg(1, algorithm, "sequential", *extra)], tmp_path / "s", prepare)
@@ -92,7 +99,7 @@ def test_two_gradient_rules_stacked_equal_sequential(
     assert _difference(vec, seq) <= TOL
 
 
-@pytest.mark.parametrize("algorithm", ["fedsam", "fafed"])
+@pytest.mark.parametrize("algorithm", ["fedsam", "fafed", "moon"])
 def test_seeds_together_equal_each_seed_sequential(algorithm: str, tmp_path: Path) -> None:
     """Two seeds stacked (seed x client rows, one oracle over all of them) against each seed
     trained alone on the sequential engine."""
