@@ -216,7 +216,7 @@ class Algorithm(ABC):
     #: client-level DP neither clips nor noises them, and the server sees their exact mean.
     public_uploads: ClassVar[frozenset[str]] = frozenset()
     #: True: the local objective adds `representation_loss` on the model's representation
-    #: (fedbench.models.representation; MOON), computed by the sequential engine.
+    #: (fedbench.models.representation; MOON), inside the gradient oracle of either executor.
     uses_representation: ClassVar[bool] = False
     #: True: `local_step` accepts its step scalars (k, info.lr, info.round) as 0-d tensors
     #: (`Scalar`; written with `add_scaled_`, `addcdiv_scaled_`, `sqrt`), so the whole client

@@ -25,9 +25,9 @@ from fedbench.engine.setup import RunSetup
 def vectorized_unsupported(setup: RunSetup) -> str | None:
     """Why this run cannot use the vectorised engine, or None when it can. The stacked step hands
     the rule a gradient oracle over the stacked rows (fedbench.engine.stacked.stacked_step), so
-    rules with several gradients per step (FedSAM's ascent point, FAFED's two points) stack; what
-    the oracle does not compute (MOON's representation term, Mime's full-batch gradient) and a
-    local rule that is not elementwise say so here, and run on the sequential executor."""
+    rules with several gradients per step (FedSAM's ascent point, FAFED's two points) and MOON's
+    representation term stack; what the oracle does not compute (Mime's full-batch gradient)
+    and a local rule that is not elementwise say so here, and run on the sequential executor."""
     if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     algorithm, name = setup.algorithm, setup.cfg.algorithm.name
