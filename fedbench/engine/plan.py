@@ -26,8 +26,9 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
     """Why this run cannot use the vectorised engine, or None when it can. The stacked step hands
     the rule a gradient oracle over the stacked rows (fedbench.engine.stacked.stacked_step), so
     rules with several gradients per step (FedSAM's ascent point, FAFED's two points) and MOON's
-    representation term stack; what the oracle does not compute (Mime's full-batch gradient)
-    and a local rule that is not elementwise say so here, and run on the sequential executor."""
+    representation term stack, as does Mime's full-batch gradient (`stacked.full_gradients`);
+    what it cannot run (sample-level DP, a local rule that is not elementwise, clients of
+    different K) says so here, and runs on the sequential executor."""
     if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     algorithm, name = setup.algorithm, setup.cfg.algorithm.name
@@ -35,8 +36,6 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
         return f"algorithm {name} has a non-elementwise local rule"
     if setup.cfg.fl.local_steps_min is not None:
         return "fl.local_steps_min gives clients different numbers of local steps"
-    if setup.algorithm.uses_full_gradient(setup.cfg.algorithm):
-        return "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential"
     return None
 
 

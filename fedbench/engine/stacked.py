@@ -11,6 +11,8 @@ batch (a rule may call it twice: FedSAM, FAFED), and its reductions are per row.
 rows take one call where their rounds agree, else one per run on views of its rows; the local
 rule (elementwise, scalars per run) and everything after the K steps (client_end, the upload
 into the round's results) run per run, so each run computes what it computes on its own.
+Before the steps, a rule that takes the full local-data gradient (MimeLite) gets it from
+`full_gradients`, the rows' batches of one width stacked.
 """
 
 from __future__ import annotations
@@ -304,6 +306,7 @@ def train_chunk(jobs: list[ClientJob]) -> None:
     groups, stored, y, buffers = _start(jobs)
     orders, mask, generators = _orders(jobs, k_steps)
     s.model.train()
+    _hand_full_gradients(jobs, groups, y, buffers)  # Mime's c_i = grad f_i(x), if used
     diagnostics = any(job.results.diagnostics for job in jobs)
     step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
     for k in range(1, k_steps + 1):
@@ -384,6 +387,64 @@ def stacked_gradients(
     g = [grads[name] for name in engine.names]
     clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
     return g
+
+
+def _hand_full_gradients(
+    jobs: list[ClientJob], groups: list[StepGroup], y: list[Tensor], buffers: dict[str, Tensor]
+) -> None:
+    """For each group whose rule `uses_full_gradient` (MimeLite's `full_batch_gradient`): its
+    rows' full local-data gradients at their start weights y, handed to `take_full_gradient`."""
+    for group in groups:
+        if not group.algorithm.uses_full_gradient(group.algorithm.params):
+            continue
+        rows = slice(group.start, group.stop)
+        x = [t[rows] for t in y]
+        g = full_gradients(jobs[rows], x, {name: b[rows] for name, b in buffers.items()})
+        with torch.no_grad():
+            group.algorithm.take_full_gradient(g, x, group.local, group.info)
+
+
+def full_gradients(
+    jobs: list[ClientJob], y: list[Tensor], buffers: dict[str, Tensor]
+) -> list[Tensor]:
+    """Each row's gradient of its mean objective over all of its client's samples at y (Mime's
+    grad f_i(x)), as the sequential engine's `full_gradient` takes it: batches of batch_size
+    in the client's sample order, the sum of the batch losses' gradients over the samples,
+    clipped per row. Rows whose j-th batch has the same width are stacked (no padding, so
+    BatchNorm's batch statistics are each batch's own); the passes run on copies of the
+    buffers, so that they change nothing but the gradient returned; no augmentation."""
+    lead = jobs[0].engine
+    samples = [job.engine.setup.clients[job.client] for job in jobs]
+    sizes = [int(part.numel()) for part in samples]
+    batch = lead.cfg.fl.batch_size or max(sizes)
+    total = [torch.zeros_like(t) for t in y]
+    for start in range(0, max(sizes), batch):
+        widths: dict[int, list[int]] = {}
+        for i, size in enumerate(sizes):
+            if size > start:
+                widths.setdefault(min(batch, size - start), []).append(i)
+        for width, members in widths.items():
+            parts = [
+                (jobs[i].engine.setup.data, samples[i][start : start + width]) for i in members
+            ]
+            xb = torch.stack([data.x_train[idx] for data, idx in parts])
+            yb = torch.stack([data.y_train[idx] for data, idx in parts])
+            prepare = lead.setup.prepare
+            if prepare is not None:
+                xb = prepare(xb.flatten(0, 1)).unflatten(0, (len(members), width))
+            at = torch.tensor(members, device=y[0].device)
+            params = dict(zip(lead.names, [t[at] for t in y], strict=True))
+            copies = {name: b[at] for name, b in buffers.items()}  # indexing copies: restored
+            with autocast_context(lead.setup.device.type, lead.autocast):
+                grads = lead.grad_fn_unweighted(params, copies, xb, yb)
+            with torch.no_grad():
+                for t, name in zip(total, lead.names, strict=True):
+                    # the batch's summed gradient (its mean times its width), row by row
+                    t.index_add_(0, at, grads[name].detach() * width)
+    divisor = torch.tensor(sizes, dtype=total[0].dtype, device=total[0].device)
+    total = [t / divisor.view(-1, *([1] * (t.ndim - 1))) for t in total]
+    clip_by_norm_(total, lead.cfg.algorithm.grad_clip, rows=True)
+    return total
 
 
 def representation_gradients(

@@ -24,10 +24,10 @@ sizes differ train in separate groups then (padding would enter the batch statis
 Every step goes through the rule's `local_step_with_oracle` with a gradient oracle over the
 stacked rows (fedbench.engine.stacked.stacked_step), so rules that take several gradients per
 step (FedSAM, FAFED) stack, reducing per client through the oracle's `norm`, and MOON's
-representation term is part of the oracle's objective. DP runs, algorithms whose local rule is
-not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT) and Mime's
-full-batch gradient run on the sequential engine instead: a fallback of the execution plan,
-with a printed note.
+representation term is part of the oracle's objective; Mime's full-batch gradient is taken
+before the steps over the clients' batches of one width at a time. DP runs and algorithms
+whose local rule is not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT)
+run on the sequential engine instead: a fallback of the execution plan, with a printed note.
 
 The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
 own run's global model, so that the seeds of a table cell can train in one stacked computation

@@ -63,8 +63,10 @@ def test_auto_takes_the_engine_measured_fastest() -> None:
     measured faster); sequential for the eager runs, the big models and what it cannot run."""
     assert _resolved([]) == ("sequential", "sequential")
     assert _resolved(["runtime.compile=true"]) == ("vectorized", "vectorized")
-    full = ["runtime.compile=true", "algorithm.name=mimelite", "algorithm.full_batch_gradient=true"]
-    assert _resolved(full) == ("sequential", "sequential")
+    assert _resolved(["runtime.compile=true", "fl.local_steps_min=1"]) == (
+        "sequential",
+        "sequential",
+    )
     # Two gradients per step, or a representation term, stack like any rule (the stacked
     # executor's gradient oracle).
     for name in ("fedsam", "fafed", "moon"):

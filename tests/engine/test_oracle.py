@@ -86,10 +86,26 @@ def _engine(run_dir: Path) -> str:
         ("moon", (), prepare64),
         # Unequal clients, each batch its whole local set: trained in groups of one width (a
         # padded sample would enter the contrastive term's batch mean).
-        ("moon", ("fl.batch_size=0", "partition.kind=dirichlet_label"), prepare64),
+        (
+            "moon",
+            ("fl.batch_size=0", "partition.kind=dirichlet_label", "fl.rounds=2"),
+            prepare64,
+        ),
+        # MimeLite's full local-data gradient at x before the steps, in batches of equal
+        # width stacked (clients of unequal sizes end on batches of their own widths).
+        (
+            "mimelite",
+            ("algorithm.full_batch_gradient=true", "partition.kind=dirichlet_label"),
+            prepare64,
+        ),
+        # ... with BatchNorm: each batch's own statistics, the buffers left as they were.
+        ("mimelite", ("algorithm.full_batch_gradient=true",), _batchnorm64),
     ],
-    ids=["fedsam", "fafed", "fedsam-bn-chunks", "fafed-bn-chunks", "moon", "moon-widths"],
-)
+    ids=[
+        "fedsam", "fafed", "fedsam-bn-chunks", "fafed-bn-chunks", "moon", "moon-widths",
+        "mimelite-full", "mimelite-full-bn",
+    ],
+)  # fmt: skip
 def test_oracle_rules_stacked_equal_sequential(
     algorithm: str, extra: tuple[str, ...], prepare, tmp_path: Path
 ) -> None:
@@ -99,15 +115,25 @@ def test_oracle_rules_stacked_equal_sequential(
     assert _difference(vec, seq) <= TOL
 
 
-@pytest.mark.parametrize("algorithm", ["fedsam", "fafed", "moon"])
-def test_seeds_together_equal_each_seed_sequential(algorithm: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "items",
+    [
+        ("algorithm.name=fedsam",),
+        ("algorithm.name=fafed",),
+        ("algorithm.name=moon",),
+        ("algorithm.name=mimelite", "algorithm.full_batch_gradient=true"),
+    ],
+    ids=["fedsam", "fafed", "moon", "mimelite-full"],
+)
+def test_seeds_together_equal_each_seed_sequential(items: tuple[str, ...], tmp_path: Path) -> None:
     """Two seeds stacked (seed x client rows, one oracle over all of them) against each seed
     trained alone on the sequential engine."""
+    name, extra = items[0].removeprefix("algorithm.name="), items[1:]
     together = _trained(
-        [_cfg(s, algorithm, "vectorized", "runtime.seeds_together=2") for s in (1, 2)],
+        [_cfg(s, name, "vectorized", "runtime.seeds_together=2", *extra) for s in (1, 2)],
         tmp_path / "t",
     )
-    alone = [_trained([_cfg(s, algorithm, "sequential")], tmp_path / "a")[0] for s in (1, 2)]
+    alone = [_trained([_cfg(s, name, "sequential", *extra)], tmp_path / "a")[0] for s in (1, 2)]
     for a, b in zip(together, alone, strict=True):
         assert _engine(a) == "vectorized"
         assert _difference(a, b) <= TOL

@@ -63,13 +63,16 @@ def test_rules_with_several_gradients_per_step_are_stacked(name: str) -> None:
     assert seeds["seeds_together"].value == "2"
 
 
-def test_what_the_oracle_does_not_compute_is_a_fallback_with_its_reason() -> None:
+def test_mimes_full_gradient_pass_is_stacked() -> None:
     items = ["algorithm.name=mimelite", "algorithm.full_batch_gradient=true"]
-    executor = _plan("runtime.engine=vectorized", *items)["executor"]
+    plan = _plan("runtime.engine=vectorized", *items)
+    assert plan.executor == "vectorized" and plan.fallbacks == []
+
+
+def test_clients_of_different_step_counts_are_a_fallback_with_its_reason() -> None:
+    executor = _plan("runtime.engine=vectorized", "fl.local_steps_min=1")["executor"]
     assert executor.value == "sequential" and executor.fallback
-    assert "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential" in (
-        executor.reason
-    )
+    assert "fl.local_steps_min gives clients different numbers of local steps" in executor.reason
 
 
 def test_seeds_together_need_the_vectorised_executor() -> None:
