@@ -104,6 +104,14 @@ CASES: dict[str, tuple[list[str], Callable[[int], nn.Module] | None, int]] = {
     ),
     "moon-seq": (["algorithm.name=moon"], None, 1),
     "mimelite-seq": (["algorithm.name=mimelite"], None, 1),
+    # The representation term and the full local-data gradient on the stacked executor.
+    "moon-vec": (["algorithm.name=moon", "runtime.engine=vectorized"], None, 1),
+    "mimelite-full-vec": (
+        ["algorithm.name=mimelite", "algorithm.full_batch_gradient=true",
+         "runtime.engine=vectorized"],
+        batchnorm_net,
+        1,
+    ),
     "fedprox-hetero-seq": (
         ["algorithm.name=fedprox", "fl.local_steps_min=1", "fl.dropout=0.2"], None, 1
     ),
