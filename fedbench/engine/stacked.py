@@ -432,15 +432,27 @@ def full_gradients(
             prepare = lead.setup.prepare
             if prepare is not None:
                 xb = prepare(xb.flatten(0, 1)).unflatten(0, (len(members), width))
-            at = torch.tensor(members, device=y[0].device)
+            # Consecutive rows (the usual case: every full batch) as a slice, else an index
+            # tensor (a copy to the device: only for the last batches of unequal clients).
+            first, last = members[0], members[-1]
+            at: slice | Tensor = (
+                slice(first, last + 1)
+                if last - first + 1 == len(members)
+                else torch.tensor(members, device=y[0].device)
+            )
             params = dict(zip(lead.names, [t[at] for t in y], strict=True))
-            copies = {name: b[at] for name, b in buffers.items()}  # indexing copies: restored
+            # The passes update copies of the buffers: the stacked ones stay as they were.
+            copies = {name: b[at].clone() for name, b in buffers.items()}
             with autocast_context(lead.setup.device.type, lead.autocast):
                 grads = lead.grad_fn_unweighted(params, copies, xb, yb)
             with torch.no_grad():
                 for t, name in zip(total, lead.names, strict=True):
                     # the batch's summed gradient (its mean times its width), row by row
-                    t.index_add_(0, at, grads[name].detach() * width)
+                    summed = grads[name].detach() * width
+                    if isinstance(at, slice):
+                        t[at].add_(summed)
+                    else:
+                        t.index_add_(0, at, summed)
     divisor = torch.tensor(sizes, dtype=total[0].dtype, device=total[0].device)
     total = [t / divisor.view(-1, *([1] * (t.ndim - 1))) for t in total]
     clip_by_norm_(total, lead.cfg.algorithm.grad_clip, rows=True)
