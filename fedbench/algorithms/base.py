@@ -116,6 +116,48 @@ class RoundInfo:
         return replace(self, lr=self.step_lr(k), step_schedule="constant", lr_total=self.lr_sum)
 
 
+class GradientOracle:
+    """What an executor hands `Algorithm.local_step_with_oracle`: called, g at the current y on
+    the step's batch (clipped, or privatised, as every gradient of the run; each call on the same
+    batch); and the reductions a rule makes over ONE client's parameters.
+
+    `rows` is None where y holds one client's tensors (the sequential executor), else the number
+    of stacked rows (the vectorised executor, seeds trained together): every tensor of y, g and
+    the local state then has a leading dimension of `rows`, one client of one run per row. A rule
+    that reduces over a client's parameters (SAM's ||g1||) writes the reduction with `norm` and
+    applies it with `scale`, and is elementwise (torch._foreach_*) elsewhere: written once, it
+    computes each row as that client alone."""
+
+    def __init__(self, compute: Callable[[], Tensors], rows: int | None = None) -> None:
+        self.compute = compute
+        self.rows = rows
+
+    def __call__(self) -> Tensors:
+        return self.compute()
+
+    def norm(self, tensors: TensorSeq) -> Tensor:
+        """||t||_2 over all of one client's tensors: a 0-d tensor, or one per row (shape
+        (rows,)) on stacked rows. No host sync."""
+        if self.rows is None:
+            return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(tensors)))
+        rows = self.rows
+        per_tensor = [torch.linalg.vector_norm(t.reshape(rows, -1), dim=1) for t in tensors]
+        return torch.linalg.vector_norm(torch.stack(per_tensor), dim=0)
+
+    def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
+        """Each tensor times its client's factor: a 0-d tensor, or one per row as `norm`
+        returns them (a new list; the tensors are unchanged)."""
+        if self.rows is None:
+            return list(torch._foreach_mul(tensors, factor))
+        return [t * factor.view(self.rows, *([1] * (t.ndim - 1))) for t in tensors]
+
+
+def as_oracle(gradient: Callable[[], Tensors]) -> GradientOracle:
+    """`gradient` as a GradientOracle: the executors pass one; a plain function (a caller that
+    trains one client, a test) is the one-client oracle."""
+    return gradient if isinstance(gradient, GradientOracle) else GradientOracle(gradient)
+
+
 @dataclass(frozen=True)
 class Floats:
     """A number of floats as `d` times the trainable parameters plus `blocks` times B, the
@@ -178,6 +220,8 @@ class Algorithm(ABC):
     gradients_per_step: ClassVar[int] = 1
     #: False when `local_step` is not elementwise over the tensors it gets (it mixes entries
     #: of a tensor, e.g. an FFT), so it cannot run on the vectorised engine's stacked clients.
+    #: A rule with several gradients per step stays True: the stacked executor hands it a
+    #: gradient oracle over the rows, whose `norm` / `scale` reduce per client.
     supports_vectorized: ClassVar[bool] = True
     #: True: the engine keeps every sampled client's upload for `server_update_with_uploads`
     #: (S uploads in memory at once instead of the streaming mean's one).
@@ -186,7 +230,7 @@ class Algorithm(ABC):
     #: client-level DP neither clips nor noises them, and the server sees their exact mean.
     public_uploads: ClassVar[frozenset[str]] = frozenset()
     #: True: the local objective adds `representation_loss` on the model's representation
-    #: (fedbench.models.representation; MOON), computed by the sequential engine.
+    #: (fedbench.models.representation; MOON), inside the gradient oracle of either executor.
     uses_representation: ClassVar[bool] = False
     #: True: `local_step` accepts its step scalars (k, info.lr, info.round) as 0-d tensors
     #: (`Scalar`; written with `add_scaled_`, `addcdiv_scaled_`, `sqrt`), so the whole client
@@ -287,9 +331,12 @@ class Algorithm(ABC):
         k: int,
         info: RoundInfo,
     ) -> None:
-        """Local step k given a function that computes g at the current y: the sequential
-        engine's entry point. Default: one gradient, then `local_step`. Rules that need several
-        gradients per step (DP-FedSAM) override this and set `gradients_per_step`."""
+        """Local step k given the gradient oracle (`GradientOracle`: calling it computes g at
+        the current y on the step's batch): every executor's entry point, on one client's
+        tensors or on stacked rows. Default: one gradient, then `local_step`. Rules that need
+        several gradients per step (FedSAM, FAFED) override this and set `gradients_per_step`;
+        a reduction over a client's parameters goes through `as_oracle(gradient).norm` /
+        `.scale`, so that the override runs on stacked rows unchanged."""
         g = gradient()
         with torch.no_grad():
             self.local_step(y, g, local, k, info)

@@ -84,8 +84,6 @@ class FAFED(Algorithm):
     params: FAFEDConfig
     #: STORM evaluates the gradient at the new and at the previous point on the same batch.
     gradients_per_step: ClassVar[int] = 2
-    #: The step needs the gradient oracle, which the vectorised engine does not provide.
-    supports_vectorized: ClassVar[bool] = False
 
     @classmethod
     def upload_size(cls, params: AlgorithmConfig) -> Floats:

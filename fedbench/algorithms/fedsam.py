@@ -18,7 +18,7 @@ from typing import ClassVar
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import RoundInfo, State, Tensors
+from fedbench.algorithms.base import RoundInfo, State, Tensors, as_oracle
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -37,8 +37,6 @@ class FedSAM(FedAvg):
     params: FedSAMConfig
     #: Two gradients per step (the accountant of the dp_ twin counts both).
     gradients_per_step: ClassVar[int] = 2
-    #: The two-gradient step runs through the sequential engine's gradient oracle only.
-    supports_vectorized: ClassVar[bool] = False
 
     def local_step_with_oracle(
         self,
@@ -48,14 +46,15 @@ class FedSAM(FedAvg):
         k: int,
         info: RoundInfo,
     ) -> None:
-        """g1 at y, then g2 at the SAM point y + e, and the SGD step with g2 from y."""
-        g1 = gradient()
+        """g1 at y, then g2 at the SAM point y + e, and the SGD step with g2 from y. ||g1|| is
+        over one client's parameters: per row on stacked clients (`GradientOracle.norm`)."""
+        oracle = as_oracle(gradient)
+        g1 = oracle()
         with torch.no_grad():
-            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(g1)))
-            # rho / (||g1|| + 1e-12) stays a device scalar: no host sync inside the step.
-            e = torch._foreach_mul(g1, self.params.rho / (norm + 1e-12))
+            # rho / (||g1|| + 1e-12) stays on the device: no host sync inside the step.
+            e = oracle.scale(g1, self.params.rho / (oracle.norm(g1) + 1e-12))
             torch._foreach_add_(y, e)
-        g2 = gradient()
+        g2 = oracle()
         with torch.no_grad():
             torch._foreach_sub_(y, e)
             self.local_step(y, g2, local, k, info)

@@ -10,7 +10,7 @@ step; the server updates the momentum from the clients' gradients at the global 
 Mime's Algorithm 1 computes c_i = grad f_i(x) over the client's whole local data
 (`full_batch_gradient: true`: one extra pass over the client's samples at x, in batches of
 fl.batch_size, before the local steps, with the local steps' grad_clip; BatchNorm statistics are
-left as they were; sequential engine; not with sample-level DP, whose accountant does not count
+left as they were; both engines; not with sample-level DP, whose accountant does not count
 that pass). The default (`false`) is the cheap form: the first local step's minibatch gradient,
 taken at y = x, an unbiased estimate of grad f_i(x) that costs no extra pass (with sample-level
 privacy, the privatised one). beta 0.9. comm_up 2d (Delta_i, c_i), comm_down 2d (x, m).

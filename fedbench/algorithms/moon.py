@@ -72,8 +72,6 @@ class Moon(FedAvg):
     uses_representation = True
     #: Per-sample gradients of the contrastive term through the anchors are not implemented.
     supports_privacy = False
-    #: The representation objective runs on the sequential engine.
-    supports_vectorized = False
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

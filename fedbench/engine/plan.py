@@ -17,31 +17,25 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fedbench.algorithms.base import Algorithm
 from fedbench.engine.accelerate import cuda_graphs_wanted, has_conv
 from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.setup import RunSetup
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
-    """Why this run cannot use the vectorised engine, or None when it can. The stacked step
-    computes one gradient of the plain objective per row and step: a rule that asks for more
-    (a second gradient at SAM's ascent point, FAFED's two points, MOON's representation term,
-    Mime's full-batch gradient) says so here, and runs on the sequential executor."""
+    """Why this run cannot use the vectorised engine, or None when it can. The stacked step hands
+    the rule a gradient oracle over the stacked rows (fedbench.engine.stacked.stacked_step), so
+    rules with several gradients per step (FedSAM's ascent point, FAFED's two points) and MOON's
+    representation term stack, as does Mime's full-batch gradient (`stacked.full_gradients`);
+    what it cannot run (sample-level DP, a local rule that is not elementwise, clients of
+    different K) says so here, and runs on the sequential executor."""
     if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
     algorithm, name = setup.algorithm, setup.cfg.algorithm.name
     if not algorithm.supports_vectorized:
-        oracle = getattr(type(algorithm), "local_step_with_oracle", None)
-        if oracle is not None and oracle is not Algorithm.local_step_with_oracle:
-            return f"algorithm {name} computes several gradients per step (not stacked yet)"
-        if getattr(algorithm, "uses_representation", False):
-            return f"algorithm {name} adds a representation term (not stacked yet)"
         return f"algorithm {name} has a non-elementwise local rule"
     if setup.cfg.fl.local_steps_min is not None:
         return "fl.local_steps_min gives clients different numbers of local steps"
-    if setup.algorithm.uses_full_gradient(setup.cfg.algorithm):
-        return "a full local-data gradient pass (mimelite.full_batch_gradient) is sequential"
     return None
 
 

@@ -4,23 +4,30 @@ own start weights, trained together for K local steps (fedbench.engine.vectorize
 A chunk is a list of `ClientJob`s: a client together with the run (engine) it belongs to, the
 round's info and the round's results. One run's clients all start from its global model; the
 seeds of a table cell trained together (fedbench.engine.seeds) put several runs' clients into
-one chunk, each starting from its own run's global model. The forward/backward pass is one vmap
-over all of them; the algorithm's local step (elementwise, scalars per run) and everything
-after the K steps (client_end, the upload into the round's results) run per run, on views of
-the stacked tensors, so each run computes what it computes on its own.
+one chunk, each starting from its own run's global model. Each local step is the algorithm's
+`local_step_with_oracle` with a gradient oracle over the rows (`stacked_step`): every call of the
+oracle is one vmap'd forward/backward over the rows at their current weights on the step's
+batch (a rule may call it twice: FedSAM, FAFED), and its reductions are per row. The runs'
+rows take one call where their rounds agree, else one per run on views of its rows; the local
+rule (elementwise, scalars per run) and everything after the K steps (client_end, the upload
+into the round's results) run per run, so each run computes what it computes on its own.
+Before the steps, a rule that takes the full local-data gradient (MimeLite) gets it from
+`full_gradients`, the rows' batches of one width stacked.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
+from torch.func import grad, vmap
+from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, Scalar, State
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import autocast_context
@@ -28,7 +35,7 @@ from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states
 from fedbench.engine.protocol import Federation, begin_client
 from fedbench.engine.setup import RunSetup
-from fedbench.step import clip_by_norm_
+from fedbench.step import Objective, clip_by_norm_
 
 
 class StackedRun(Protocol):
@@ -48,6 +55,12 @@ class StackedRun(Protocol):
     #: vmap(grad(loss)) over the stacked clients, with and without a sample mask.
     grad_fn: Callable[..., dict[str, Tensor]]
     grad_fn_unweighted: Callable[..., dict[str, Tensor]]
+    #: The run's local objective (its loss from logits).
+    objective: Objective
+    #: For a rule that `uses_representation` (MOON): f(tensors, x) -> (z, logits) with the
+    #: model's tensors replaced, and the anchors' representation f(weights, x) (no gradient);
+    #: else None.
+    representation: Representation | None
     #: True: `whole_step` is the compiled stacked step (gradients, clipping and the local rule
     #: as one graph; `runtime.compile` with a capturable rule).
     tensor_scalars: bool
@@ -81,6 +94,16 @@ class StackedRun(Protocol):
         buffers: list[Tensor],
         step_ratio: float | None = None,
     ) -> None: ...
+
+
+@dataclass(frozen=True)
+class Representation:
+    """What the stacked representation objective calls (fedbench.models.representation)."""
+
+    #: f(tensors, x) -> (z, logits): the model with its named tensors replaced.
+    represent_and_classify: Callable[[Mapping[str, Tensor], Tensor], tuple[Tensor, Tensor]]
+    #: f(weights, x) -> z under other trainable weights (eval mode, no gradient): the anchors.
+    represent_with: Callable[[list[Tensor], Tensor], Tensor]
 
 
 @dataclass
@@ -117,13 +140,14 @@ def segments(jobs: list[ClientJob]) -> Iterator[tuple[StackedRun, int, int]]:
 
 
 def width_groups(jobs: list[ClientJob]) -> list[list[ClientJob]]:
-    """The jobs in groups trained apart: with BatchNorm, one group per batch width (padded
-    samples would enter the batch statistics); otherwise one group (padded).
+    """The jobs in groups trained apart: with BatchNorm or a representation term, one group per
+    batch width (padded samples would enter the batch statistics, or the term's batch mean);
+    otherwise one group (padded).
 
     Each run sees its own groups in the order it meets their widths, as it does alone (so that
     its uploads are added in the same order); runs whose next width agrees train together."""
     lead = jobs[0].engine
-    if not lead.buffer_names:
+    if not lead.buffer_names and lead.representation is None:
         return [jobs]
     queues = []
     for engine, start, stop in segments(jobs):
@@ -285,6 +309,7 @@ def train_chunk(jobs: list[ClientJob]) -> None:
     groups, stored, y, buffers = _start(jobs)
     orders, mask, generators = _orders(jobs, k_steps)
     s.model.train()
+    _hand_full_gradients(jobs, groups, y, buffers)  # Mime's c_i = grad f_i(x), if used
     diagnostics = any(job.results.diagnostics for job in jobs)
     step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
     for k in range(1, k_steps + 1):
@@ -296,21 +321,54 @@ def train_chunk(jobs: list[ClientJob]) -> None:
         if lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
             lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, groups[0].info.at_step(k))
         else:
-            g = stacked_gradients(lead, y, buffers, xb, yb, mask)
-            with torch.no_grad():
-                for group in groups:  # each run's own local rule and scalars, on its rows
-                    rows = slice(group.start, group.stop)
-                    whole = group.stop - group.start == n
-                    group.algorithm.local_step(
-                        y if whole else [t[rows] for t in y],
-                        g if whole else [t[rows] for t in g],
-                        group.local,
-                        k,
-                        group.info.at_step(k),
-                    )
+            for group in groups:  # each run's own local rule and scalars, on its rows
+                if group.stop - group.start == n:
+                    stacked_step(lead, group.algorithm, y, buffers, group.local, xb, yb, mask, k,
+                                 group.info.at_step(k))  # fmt: skip
+                    continue
+                rows = slice(group.start, group.stop)
+                stacked_step(
+                    lead,
+                    group.algorithm,
+                    [t[rows] for t in y],  # views: the step updates the rows in place
+                    {name: b[rows] for name, b in buffers.items()},
+                    group.local,
+                    xb[rows],
+                    yb[rows],
+                    None if mask is None else mask[rows],
+                    k,
+                    group.info.at_step(k),
+                )
         if before is not None:
             step_sizes = step_sizes + local_step_sizes(before, y, n)
     _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
+
+
+def stacked_step(
+    engine: StackedRun,
+    algorithm: Algorithm,
+    y: list[Tensor],
+    buffers: dict[str, Tensor],
+    local: State,
+    xb: Tensor,
+    yb: Tensor,
+    mask: Tensor | None,
+    k: Scalar,
+    info: RoundInfo,
+) -> None:
+    """Local step k of the stacked rows y (in place): the rule's `local_step_with_oracle` with
+    the rows' gradient oracle, which computes `stacked_gradients` at the current y on this
+    step's batch at each call (one call for a one-gradient rule, two for FedSAM's ascent point
+    and FAFED's previous point) and reduces per row (`GradientOracle.norm`). The eager step and
+    the compiled whole step (`StackedRun.whole_step`) both run this."""
+
+    def gradient() -> list[Tensor]:
+        if algorithm.uses_representation:
+            return representation_gradients(engine, algorithm, y, buffers, xb, yb, local, info)
+        return stacked_gradients(engine, y, buffers, xb, yb, mask)
+
+    oracle = GradientOracle(gradient, rows=y[0].shape[0])
+    algorithm.local_step_with_oracle(y, oracle, local, k, info)  # type: ignore[arg-type]
 
 
 def stacked_gradients(
@@ -329,6 +387,116 @@ def stacked_gradients(
             grads = engine.grad_fn_unweighted(params, buffers, xb, yb)
         else:
             grads = engine.grad_fn(params, buffers, xb, yb, mask)
+    g = [grads[name] for name in engine.names]
+    clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
+    return g
+
+
+def _hand_full_gradients(
+    jobs: list[ClientJob], groups: list[StepGroup], y: list[Tensor], buffers: dict[str, Tensor]
+) -> None:
+    """For each group whose rule `uses_full_gradient` (MimeLite's `full_batch_gradient`): its
+    rows' full local-data gradients at their start weights y, handed to `take_full_gradient`."""
+    for group in groups:
+        if not group.algorithm.uses_full_gradient(group.algorithm.params):
+            continue
+        rows = slice(group.start, group.stop)
+        x = [t[rows] for t in y]
+        g = full_gradients(jobs[rows], x, {name: b[rows] for name, b in buffers.items()})
+        with torch.no_grad():
+            group.algorithm.take_full_gradient(g, x, group.local, group.info)
+
+
+def full_gradients(
+    jobs: list[ClientJob], y: list[Tensor], buffers: dict[str, Tensor]
+) -> list[Tensor]:
+    """Each row's gradient of its mean objective over all of its client's samples at y (Mime's
+    grad f_i(x)), as the sequential engine's `full_gradient` takes it: batches of batch_size
+    in the client's sample order, the sum of the batch losses' gradients over the samples,
+    clipped per row. Rows whose j-th batch has the same width are stacked (no padding, so
+    BatchNorm's batch statistics are each batch's own); the passes run on copies of the
+    buffers, so that they change nothing but the gradient returned; no augmentation."""
+    lead = jobs[0].engine
+    samples = [job.engine.setup.clients[job.client] for job in jobs]
+    sizes = [int(part.numel()) for part in samples]
+    batch = lead.cfg.fl.batch_size or max(sizes)
+    total = [torch.zeros_like(t) for t in y]
+    for start in range(0, max(sizes), batch):
+        widths: dict[int, list[int]] = {}
+        for i, size in enumerate(sizes):
+            if size > start:
+                widths.setdefault(min(batch, size - start), []).append(i)
+        for width, members in widths.items():
+            parts = [
+                (jobs[i].engine.setup.data, samples[i][start : start + width]) for i in members
+            ]
+            xb = torch.stack([data.x_train[idx] for data, idx in parts])
+            yb = torch.stack([data.y_train[idx] for data, idx in parts])
+            prepare = lead.setup.prepare
+            if prepare is not None:
+                xb = prepare(xb.flatten(0, 1)).unflatten(0, (len(members), width))
+            # Consecutive rows (the usual case: every full batch) as a slice, else an index
+            # tensor (a copy to the device: only for the last batches of unequal clients).
+            first, last = members[0], members[-1]
+            at: slice | Tensor = (
+                slice(first, last + 1)
+                if last - first + 1 == len(members)
+                else torch.tensor(members, device=y[0].device)
+            )
+            params = dict(zip(lead.names, [t[at] for t in y], strict=True))
+            # The passes update copies of the buffers: the stacked ones stay as they were.
+            copies = {name: b[at].clone() for name, b in buffers.items()}
+            with autocast_context(lead.setup.device.type, lead.autocast):
+                grads = lead.grad_fn_unweighted(params, copies, xb, yb)
+            with torch.no_grad():
+                for t, name in zip(total, lead.names, strict=True):
+                    # the batch's summed gradient (its mean times its width), row by row
+                    summed = grads[name].detach() * width
+                    if isinstance(at, slice):
+                        t[at].add_(summed)
+                    else:
+                        t.index_add_(0, at, summed)
+    divisor = torch.tensor(sizes, dtype=total[0].dtype, device=total[0].device)
+    total = [t / divisor.view(-1, *([1] * (t.ndim - 1))) for t in total]
+    clip_by_norm_(total, lead.cfg.algorithm.grad_clip, rows=True)
+    return total
+
+
+def representation_gradients(
+    engine: StackedRun,
+    algorithm: Algorithm,
+    y: list[Tensor],
+    buffers: dict[str, Tensor],
+    xb: Tensor,
+    yb: Tensor,
+    local: State,
+    info: RoundInfo,
+) -> list[Tensor]:
+    """The stacked clients' gradients at y of the objective plus the rule's representation term
+    (MOON), as the sequential engine's local loss: CE(classify(z), labels) +
+    `representation_loss(z, anchor, local, info)` with z the batch's representation and the
+    anchors under each row's own weights (its local state's rows: vmap over the state too).
+    Batches are never padded here (`width_groups`); clipped per client."""
+    rep = engine.representation
+    assert rep is not None, "a representation rule on an engine without its representation"
+    objective = engine.objective
+
+    def loss(
+        params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, labels: Tensor, row: Any
+    ) -> Tensor:
+        z, logits = rep.represent_and_classify({**params, **buffers}, x)
+
+        def anchor(weights: list[Tensor]) -> Tensor:
+            return rep.represent_with(weights, x)
+
+        return objective.loss(logits, labels) + algorithm.representation_loss(z, anchor, row, info)
+
+    # The local state rides along the rows: its tensors are mapped, anything else is shared.
+    state_dims = tree_map(lambda leaf: 0 if isinstance(leaf, Tensor) else None, local)
+    grad_fn = vmap(grad(loss), in_dims=(0, 0, 0, 0, state_dims), randomness="different")
+    params = dict(zip(engine.names, y, strict=True))
+    with autocast_context(engine.setup.device.type, engine.autocast):
+        grads = grad_fn(params, buffers, xb, yb, local)
     g = [grads[name] for name in engine.names]
     clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
     return g

@@ -21,9 +21,13 @@ dtype; `accelerate.batchnorm_in_float32`). Each client's buffers (running statis
 parameters and updated in place by its own forward passes (batch statistics per client); at the
 end of the round they are averaged as the sequential engine averages them. Clients whose batch
 sizes differ train in separate groups then (padding would enter the batch statistics).
-DP runs and algorithms whose local rule is not elementwise (`Algorithm.supports_vectorized`
-False: DP-FedAvg-LS's FFT, DP-FedSAM's two-gradient step) run on the sequential engine
-instead, with a printed note.
+Every step goes through the rule's `local_step_with_oracle` with a gradient oracle over the
+stacked rows (fedbench.engine.stacked.stacked_step), so rules that take several gradients per
+step (FedSAM, FAFED) stack, reducing per client through the oracle's `norm`, and MOON's
+representation term is part of the oracle's objective; Mime's full-batch gradient is taken
+before the steps over the clients' batches of one width at a time. DP runs and algorithms
+whose local rule is not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT)
+run on the sequential engine instead: a fallback of the execution plan, with a printed note.
 
 The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
 own run's global model, so that the seeds of a table cell can train in one stacked computation
@@ -54,7 +58,14 @@ from fedbench.engine.plan import vectorized_unsupported
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import ClientJob, stacked_gradients, train_jobs, width_groups
+from fedbench.engine.stacked import (
+    ClientJob,
+    Representation,
+    stacked_step,
+    train_jobs,
+    width_groups,
+)
+from fedbench.models.representation import represent_and_classify, represent_with
 from fedbench.step import split_model
 
 __all__ = ["VectorizedEngine", "vectorized_unsupported"]
@@ -95,6 +106,12 @@ class VectorizedEngine(Engine):
             randomness="different",
         )
         self._per_client_bytes: int | None = None
+        #: MOON's representation objective (fedbench.engine.stacked.representation_gradients).
+        self.representation: Representation | None = None
+        if setup.algorithm.uses_representation:
+            self.representation = Representation(
+                represent_and_classify(model), represent_with(model, self.names)
+            )
         #: The stacked step (gradients, per-client clipping, the local rule), compiled as one
         #: graph with `runtime.compile` where the local rule is capturable; else the eager step
         #: (with the vmapped gradient compiled alone under `runtime.compile`).
@@ -136,11 +153,10 @@ class VectorizedEngine(Engine):
         k: Scalar,
         info: RoundInfo,
     ) -> None:
-        """Local step k of the stacked clients: their gradients (vmap over the client dim),
-        clipped per client, then the algorithm's elementwise rule on the stacked tensors."""
-        g = stacked_gradients(self, y, buffers, xb, yb, mask)
-        with torch.no_grad():
-            self.setup.algorithm.local_step(y, g, local, k, info)
+        """Local step k of the stacked clients (fedbench.engine.stacked.stacked_step): their
+        gradients (vmap over the client dim), clipped per client, through the algorithm's
+        gradient oracle and its elementwise rule on the stacked tensors."""
+        stacked_step(self, self.setup.algorithm, y, buffers, local, xb, yb, mask, k, info)
 
     def whole_step(
         self,

@@ -15,7 +15,7 @@ client's previous model) with torch.func.functional_call on the one resident mod
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -74,6 +74,38 @@ class _Represent(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self._represent[0](x)
+
+
+class _RepresentAndClassify(nn.Module):
+    """(z, classify(z)) with z = represent(x), as a module that functional_call can call with
+    other weights (the vectorised engine's representation objective)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self._split = (representation_split(model),)  # out of the module tree, as in _Represent
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        represent, classify = self._split[0]
+        z = represent(x)
+        return z, classify(z)
+
+
+def represent_and_classify(
+    model: nn.Module,
+) -> Callable[[Mapping[str, Tensor], Tensor], tuple[Tensor, Tensor]]:
+    """f(tensors, x): the representation z of x and its logits classify(z), with the model's
+    tensors named in `tensors` (parameters and buffers, by their names in the model) replaced:
+    the functional form that torch.func differentiates and vmaps over stacked clients, in the
+    model's own mode (training: as the sequential engine's represent/classify)."""
+    wrapper = _RepresentAndClassify(model)
+
+    def call(tensors: Mapping[str, Tensor], x: Tensor) -> tuple[Tensor, Tensor]:
+        named = {f"model.{name}": t for name, t in tensors.items()}
+        z, logits = torch.func.functional_call(wrapper, named, (x,))
+        return z, logits
+
+    return call
 
 
 def check_anchor_statistics(model: nn.Module, model_name: str, algorithm: str) -> None:

@@ -126,7 +126,8 @@ def test_fafed_counts_and_refuses_the_single_gradient_contract() -> None:
     alg = make("fafed")
     assert alg.comm_up() == 3 * alg.spec.d  # Delta, m, v
     assert alg.comm_down() == 4 * alg.spec.d  # x, m_bar, v_bar, x_prev
-    assert type(alg).gradients_per_step == 2 and not type(alg).supports_vectorized
+    # Both gradients come from the executor's oracle, so the stacked executor takes it too.
+    assert type(alg).gradients_per_step == 2 and type(alg).supports_vectorized
     with pytest.raises(TypeError, match="oracle"):
         alg.local_step([], [], {}, 1, RoundInfo(0, 0.1, 1, 1, 1))
 

@@ -17,8 +17,9 @@ The executors are the engine's own pieces, on tests/algorithms/harness.py's floa
 least-squares problem (2 rounds, 2 local steps, 3 clients):
 - sequential: `local_step_with_oracle` per client with Python scalars (fedbench.engine.client);
 - vectorized, where `vectorized_unsupported` is None: the clients' `client_begin` states stacked
-  (`stack_states`), one `local_step` over the stacked rows, each client's state read back with
-  `index_state` (fedbench.engine.stacked);
+  (`stack_states`), one `local_step_with_oracle` over the stacked rows with their gradient
+  oracle (`GradientOracle(rows=S)`: FedSAM's and FAFED's two gradients, per-row norms), each
+  client's state read back with `index_state` (fedbench.engine.stacked);
 - captured, where `captured_unsupported` is None: the local rule compiled as the engine compiles
   it (`compile_per_owner`, fullgraph; the aot_eager backend on the CPU, as
   tests/engine/test_captured.py does), its scalars 0-d tensors (`step_scalars`), one client at a
@@ -41,7 +42,7 @@ from torch import Tensor
 from torch._dynamo.utils import counters
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, RoundInfo
-from fedbench.algorithms.base import ClientUpload
+from fedbench.algorithms.base import ClientUpload, GradientOracle
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.config import load_run_config
 from fedbench.engine.captured import captured_unsupported, compile_per_owner, step_scalars
@@ -112,18 +113,24 @@ def _local_phase(
                     assert compiled is not None
                     compiled(y, g, local, k_tensor, tensor_info)
         return ys, locals_
-    # Stacked: one rule call for all the clients' rows (vectorized / captured-vectorized).
+    # Stacked: one rule call for all the clients' rows (vectorized / captured-vectorized),
+    # through the rows' gradient oracle as the stacked executor calls it (stacked.stacked_step).
     y = [t.unsqueeze(0).expand(n, *t.shape).clone() for t in x]
     local = stack_states(locals_)
-    for k in range(1, info.local_steps + 1):
+
+    def gradient() -> list[Tensor]:
         rows = [problem.grad([t[i] for t in y], i) for i in range(n)]
-        g = [torch.stack(parts) for parts in zip(*rows, strict=True)]
+        return [torch.stack(parts) for parts in zip(*rows, strict=True)]
+
+    for k in range(1, info.local_steps + 1):
+        if executor == "vectorized":
+            oracle = GradientOracle(gradient, rows=n)
+            algorithm.local_step_with_oracle(y, oracle, local, k, info.at_step(k))
+            continue
+        g = gradient()
         with torch.no_grad():
-            if executor == "vectorized":
-                algorithm.local_step(y, g, local, k, info.at_step(k))
-            else:
-                assert compiled is not None
-                compiled(y, g, local, *step_scalars(k, info.at_step(k), CPU))
+            assert compiled is not None
+            compiled(y, g, local, *step_scalars(k, info.at_step(k), CPU))
     return [[t[i] for t in y] for i in range(n)], [index_state(local, i) for i in range(n)]
 
 
@@ -269,10 +276,12 @@ def test_the_check_fails_a_rule_that_breaks_the_contract(rule: type[FedAvg], why
 
 
 def test_the_executors_are_those_the_planner_allows() -> None:
-    """The contract test reaches every executor: stacked and compiled rules are many, and a rule
-    that the planner keeps sequential (several gradients per step, DP) is run sequentially."""
+    """The contract test reaches every executor: stacked and compiled rules are many, a rule
+    with several gradients per step is stacked through its oracle (not captured), and a rule
+    that the planner keeps sequential (sample-level DP) is run sequentially."""
     kinds = {name: _executors(name, make(name, clients=CLIENTS)) for name in NAMES}
     assert kinds["fedadamw"] == ["sequential", "vectorized", "captured", "captured-vectorized"]
-    assert kinds["fedsam"] == ["sequential"] and kinds["dp_fedadamw"] == ["sequential"]
+    assert kinds["fedsam"] == ["sequential", "vectorized"] == kinds["fafed"]
+    assert kinds["dp_fedadamw"] == ["sequential"]
     assert kinds["mimelite"] == ["sequential", "vectorized"]
     assert sum("captured-vectorized" in k for k in kinds.values()) >= 12

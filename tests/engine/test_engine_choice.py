@@ -12,7 +12,10 @@ from fedbench.engine.vectorized import vectorized_unsupported
 
 def test_non_elementwise_rules_are_declared() -> None:
     assert not ALGORITHMS.get("dp_fedavg_ls").supports_vectorized  # FFT over each tensor
-    assert not ALGORITHMS.get("dp_fedsam").supports_vectorized  # two-gradient oracle step
+    # Two gradients per step, both from the stacked executor's gradient oracle.
+    assert ALGORITHMS.get("dp_fedsam").supports_vectorized
+    assert ALGORITHMS.get("fafed").supports_vectorized
+    assert ALGORITHMS.get("moon").supports_vectorized  # the representation term, stacked
     assert ALGORITHMS.get("dp_fedavg").supports_vectorized
     assert ALGORITHMS.get("fedexp").supports_vectorized
 
@@ -60,10 +63,17 @@ def test_auto_takes_the_engine_measured_fastest() -> None:
     measured faster); sequential for the eager runs, the big models and what it cannot run."""
     assert _resolved([]) == ("sequential", "sequential")
     assert _resolved(["runtime.compile=true"]) == ("vectorized", "vectorized")
-    assert _resolved(["runtime.compile=true", "algorithm.name=fedsam"]) == (
+    assert _resolved(["runtime.compile=true", "fl.local_steps_min=1"]) == (
         "sequential",
         "sequential",
     )
+    # Two gradients per step, or a representation term, stack like any rule (the stacked
+    # executor's gradient oracle).
+    for name in ("fedsam", "fafed", "moon"):
+        assert _resolved(["runtime.compile=true", f"algorithm.name={name}"]) == (
+            "vectorized",
+            "vectorized",
+        )
     big = ["runtime.compile=true", "model.name=resnet18"]  # 11M parameters
     assert _resolved(big) == ("sequential", "sequential")
     # An explicit choice is kept.

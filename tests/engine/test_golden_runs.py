@@ -95,8 +95,23 @@ CASES: dict[str, tuple[list[str], Callable[[int], nn.Module] | None, int]] = {
     ),
     "fedsam-seq": (["algorithm.name=fedsam"], None, 1),
     "fafed-seq": (["algorithm.name=fafed"], None, 1),
+    # Two gradients per step through the stacked executor's gradient oracle (per-row norms).
+    "fedsam-vec": (["algorithm.name=fedsam", "runtime.engine=vectorized"], None, 1),
+    "fafed-seeds-together": (
+        ["algorithm.name=fafed", "runtime.engine=vectorized", "runtime.seeds_together=2"],
+        None,
+        2,
+    ),
     "moon-seq": (["algorithm.name=moon"], None, 1),
     "mimelite-seq": (["algorithm.name=mimelite"], None, 1),
+    # The representation term and the full local-data gradient on the stacked executor.
+    "moon-vec": (["algorithm.name=moon", "runtime.engine=vectorized"], None, 1),
+    "mimelite-full-vec": (
+        ["algorithm.name=mimelite", "algorithm.full_batch_gradient=true",
+         "runtime.engine=vectorized"],
+        batchnorm_net,
+        1,
+    ),
     "fedprox-hetero-seq": (
         ["algorithm.name=fedprox", "fl.local_steps_min=1", "fl.dropout=0.2"], None, 1
     ),

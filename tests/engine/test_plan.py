@@ -42,10 +42,37 @@ def test_a_vectorised_request_that_cannot_run_is_a_fallback_with_its_reason() ->
 
 def test_compile_says_what_it_compiles_and_why() -> None:
     assert _plan("runtime.compile=true", "algorithm.name=fedadamw")["compile"].value == "step"
-    sam = _plan("runtime.compile=true", "algorithm.name=fedsam")["compile"]
-    assert sam.value == "forward" and sam.fallback and "several gradients" in sam.reason
+    sam = _plan("runtime.compile=true", "runtime.engine=sequential", "algorithm.name=fedsam")
+    assert sam["compile"].value == "forward" and sam["compile"].fallback
+    assert "several gradients" in sam["compile"].reason
+    # auto stacks FedSAM's clients (a compiled small model on the CPU): the vmapped gradient
+    # compiles, and the two-gradient step around it runs eagerly.
+    stacked = _plan("runtime.compile=true", "algorithm.name=fedsam")
+    assert stacked.executor == "vectorized" and stacked["compile"].value == "gradient"
     vec = _plan("runtime.compile=true", "runtime.engine=vectorized", "algorithm.name=mimelite")
     assert vec["compile"].value == "gradient"
+
+
+@pytest.mark.parametrize("name", ["fedsam", "fafed", "moon"])
+def test_rules_with_several_gradients_per_step_are_stacked(name: str) -> None:
+    """The stacked executor hands them a gradient oracle over the rows (MOON's differentiates
+    the representation term too): no fallback."""
+    plan = _plan("runtime.engine=vectorized", f"algorithm.name={name}")
+    assert plan.executor == "vectorized" and plan.fallbacks == []
+    seeds = _plan("runtime.engine=vectorized", "runtime.seeds_together=2", f"algorithm.name={name}")
+    assert seeds["seeds_together"].value == "2"
+
+
+def test_mimes_full_gradient_pass_is_stacked() -> None:
+    items = ["algorithm.name=mimelite", "algorithm.full_batch_gradient=true"]
+    plan = _plan("runtime.engine=vectorized", *items)
+    assert plan.executor == "vectorized" and plan.fallbacks == []
+
+
+def test_clients_of_different_step_counts_are_a_fallback_with_its_reason() -> None:
+    executor = _plan("runtime.engine=vectorized", "fl.local_steps_min=1")["executor"]
+    assert executor.value == "sequential" and executor.fallback
+    assert "fl.local_steps_min gives clients different numbers of local steps" in executor.reason
 
 
 def test_seeds_together_need_the_vectorised_executor() -> None:
