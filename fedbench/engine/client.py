@@ -104,7 +104,8 @@ def full_gradient(
     model, params, data = run.model, run.params, run.data
     saved = [b.detach().clone() for b in model.buffers()]
     total = [torch.zeros_like(p) for p in params]
-    for idx in samples.split(run.batch_size):
+    # batch_size 0: the client's whole local set is one batch (fl.batch_size's meaning).
+    for idx in samples.split(run.batch_size or max(samples.numel(), 1)):
         xb, yb = data.x_train[idx], data.y_train[idx]
         if run.prepare is not None:
             xb = run.prepare(xb)

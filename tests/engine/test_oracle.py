@@ -100,10 +100,16 @@ def _engine(run_dir: Path) -> str:
         ),
         # ... with BatchNorm: each batch's own statistics, the buffers left as they were.
         ("mimelite", ("algorithm.full_batch_gradient=true",), _batchnorm64),
+        # ... with fl.batch_size 0 (every batch the client's whole set): one full pass each.
+        (
+            "mimelite",
+            ("algorithm.full_batch_gradient=true", "fl.batch_size=0", "fl.rounds=2"),
+            prepare64,
+        ),
     ],
     ids=[
         "fedsam", "fafed", "fedsam-bn-chunks", "fafed-bn-chunks", "moon", "moon-widths",
-        "mimelite-full", "mimelite-full-bn",
+        "mimelite-full", "mimelite-full-bn", "mimelite-full-whole-batches",
     ],
 )  # fmt: skip
 def test_oracle_rules_stacked_equal_sequential(
