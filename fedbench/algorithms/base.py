@@ -229,6 +229,11 @@ class Algorithm(ABC):
     #: Upload keys that carry nothing private (FedNova's tau_i, a function of the seed only):
     #: client-level DP neither clips nor noises them, and the server sees their exact mean.
     public_uploads: ClassVar[frozenset[str]] = frozenset()
+    #: Upload keys whose values are non-negative by construction (second moments v). A noisy
+    #: mean of them (client-level DP) can dip below 0, where sqrt(v) is NaN; the mechanism
+    #: clamps their privatised mean at 0, post-processing that costs no privacy. Without
+    #: noise the mean of non-negative values is non-negative and the clamp changes nothing.
+    nonnegative_uploads: ClassVar[frozenset[str]] = frozenset()
     #: True: the local objective adds `representation_loss` on the model's representation
     #: (fedbench.models.representation; MOON), inside the gradient oracle of either executor.
     uses_representation: ClassVar[bool] = False

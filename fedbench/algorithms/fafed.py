@@ -84,6 +84,8 @@ class FAFED(Algorithm):
     params: FAFEDConfig
     #: STORM evaluates the gradient at the new and at the previous point on the same batch.
     gradients_per_step: ClassVar[int] = 2
+    #: Its uploaded v builds the shared adaptive matrix sqrt(v) + rho.
+    nonnegative_uploads = frozenset({"v"})
 
     @classmethod
     def upload_size(cls, params: AlgorithmConfig) -> Floats:

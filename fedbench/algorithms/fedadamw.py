@@ -104,6 +104,8 @@ class FedAdamW(Algorithm):
     capturable_step = True
     paper = "Liu et al. 2026 (AAAI), FedAdamW, Algorithm 2"
     params: FedAdamWConfig
+    #: The second moments it uploads (block means, or v itself with v_agg: full).
+    nonnegative_uploads = frozenset({"v_blocks", "v"})
 
     def __init__(self, params: FedAdamWConfig, spec: ParamSpec, *, num_clients: int) -> None:
         super().__init__(params, spec, num_clients=num_clients)

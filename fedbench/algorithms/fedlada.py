@@ -57,6 +57,8 @@ class FedLADA(Algorithm):
     capturable_step = True
     paper = "Sun et al. 2023 (TPAMI), FedLADA"
     params: FedLADAConfig
+    #: v_hat_i, whose mean starts the next round's AMSGrad denominator sqrt(v_hat) + eps.
+    nonnegative_uploads = frozenset({"v_hat"})
 
     @classmethod
     def upload_size(cls, params: AlgorithmConfig) -> Floats:

@@ -379,8 +379,15 @@ class Engine:
         plan, client_dp = self.setup.privacy, None
         if plan is not None and plan.level == "client":
             clip = self.server.setdefault(CLIENT_DP_KEY, {"clip": plan.config.clip})["clip"]
-            public = self.setup.algorithm.public_uploads
-            client_dp = ClientLevelRound(plan, self.cfg.seed, r, float(clip), public)
+            algorithm = self.setup.algorithm
+            client_dp = ClientLevelRound(
+                plan,
+                self.cfg.seed,
+                r,
+                float(clip),
+                algorithm.public_uploads,
+                algorithm.nonnegative_uploads,
+            )
         keep = self.setup.algorithm.uses_client_uploads
         return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
 

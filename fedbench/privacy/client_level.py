@@ -217,11 +217,15 @@ class ClientLevelRound:
         round_idx: int,
         clip: float,
         public: frozenset[str] = frozenset(),
+        nonnegative: frozenset[str] = frozenset(),
     ) -> None:
         self.plan = plan
         self.clip = clip
         #: Upload keys released as they are (`Algorithm.public_uploads`): not clipped, no noise.
         self.public = public
+        #: Upload keys non-negative by construction (`Algorithm.nonnegative_uploads`): their
+        #: noisy mean is clamped at 0 (post-processing: no privacy cost).
+        self.nonnegative = nonnegative
         self.generator = server_generator(seed, round_idx)
         self.unclipped = 0
         self.count = 0
@@ -245,6 +249,8 @@ class ClientLevelRound:
             noise_multiplier=self.plan.update_noise_multiplier,
             generator=self.generator,
         )
+        for key in self.nonnegative & mean.keys():
+            torch._foreach_clamp_min_(mean[key], 0.0)
         config = self.plan.config
         if config.adaptive_clip:
             self.new_clip = next_clip(

@@ -273,3 +273,45 @@ def test_client_level_poisson_run_trains_with_varying_rounds(tmp_path: Path) -> 
             expected[c] += 1
     assert result.status == "completed" and summary["participation_counts"] == expected
     assert "client-poisson-sampling" in cfg._results_data()["revised"]
+
+
+def test_second_moment_uploads_are_clamped_at_zero_after_the_noise() -> None:
+    """A declared non-negative key (`Algorithm.nonnegative_uploads`: a second moment) has its
+    noisy mean clamped at 0; the other keys keep the same draw of noise, unclamped."""
+    config = PrivacyConfig(level="client", noise_multiplier=1.0, clip=1.0)
+    plan = client_level_plan(config, num_clients=10, sampled=2, rounds=1)
+    uploads = [{"delta": [_f64(0.1, -0.2, 0.3)], "v": [_f64(0.01, 0.02, 0.0)]}] * 2
+    means = []
+    for nonnegative in (frozenset(), frozenset({"v"})):
+        mechanism = ClientLevelRound(plan, seed=5, round_idx=0, clip=1.0, nonnegative=nonnegative)
+        added = [mechanism.add(u) for u in uploads]
+        sums = {k: [added[0][k][0] + added[1][k][0]] for k in ("delta", "v")}
+        means.append(mechanism.privatise(sums))
+    raw, clamped = means
+    assert (raw["v"][0] < 0).any() and (raw["v"][0] > 0).any()  # the noise crossed 0 somewhere
+    torch.testing.assert_close(clamped["v"][0], raw["v"][0].clamp_min(0.0), rtol=0, atol=0)
+    torch.testing.assert_close(clamped["delta"][0], raw["delta"][0], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "keys"),
+    [("fedadamw", {"v_blocks"}), ("fedlada", {"v_hat"}), ("fafed", {"v"})],
+)
+def test_adaptive_rules_declare_their_uploaded_second_moments(
+    algorithm: str, keys: set[str], tmp_path: Path
+) -> None:
+    """Their uploaded second moments are declared, and with client-level noise whose mean of v
+    dips below 0 the run still trains (before the clamp: sqrt of a negative v, a NaN update
+    and a run stopped as diverged in round 2)."""
+    from fedbench.algorithms import ALGORITHMS
+
+    assert keys <= ALGORITHMS.get(algorithm).nonnegative_uploads
+    cfg = tiny_config(
+        f"algorithm.name={algorithm}",
+        "privacy.level=client",
+        "privacy.noise_multiplier=0.5",
+        "privacy.clip=1.0",
+    )
+    result = train(cfg, tmp_path)
+    assert result.status == "completed", result.summary["error"]
+    assert all(math.isfinite(row["train_loss"]) for row in read_metrics(result.run_dir))
