@@ -133,6 +133,11 @@ CASES: dict[str, tuple[list[str], Callable[[int], nn.Module] | None, int]] = {
         ["algorithm.name=fedavg", "privacy.level=client", "privacy.clip=0.5",
          "privacy.noise_multiplier=0.05"], None, 1
     ),
+    # Uploaded second moments under client-level noise (their noisy mean clamped at 0).
+    "fedadamw-client-dp": (
+        ["algorithm.name=fedadamw", "privacy.level=client", "privacy.clip=0.5",
+         "privacy.noise_multiplier=0.5"], None, 1
+    ),
     # The compiled whole step, traced through AOTAutograd (aot_eager: no code generation, so a
     # CPU compiler's choices cannot move the hash).
     "fedadamw-captured": (
