@@ -33,6 +33,7 @@ from fedbench.algorithms.base import (
     Tensors,
     Upload,
 )
+from fedbench.engine.client_state import map_tensors
 
 _FOREACH = "_foreach_"
 
@@ -162,7 +163,7 @@ def per_row(fn: Callable[[Any], None], tree: Any) -> None:
 
     def call(*rows: Tensor) -> Tensor:
         each = iter(rows)
-        fn(_map_tensors(tree, lambda _: next(each)))
+        fn(map_tensors(tree, lambda _: next(each)))
         return rows[0]  # vmap wants a tensor out; the updates went into the inputs
 
     vmap(call)(*leaves)
@@ -179,17 +180,6 @@ def _tensors(tree: Any) -> Iterator[Tensor]:
             yield from _tensors(value)
 
 
-def _map_tensors(tree: Any, fn: Callable[[Tensor], Tensor]) -> Any:
-    """`tree` with `fn` applied to each tensor (lists stay lists: the rules update them)."""
-    if isinstance(tree, Tensor):
-        return fn(tree)
-    if isinstance(tree, dict):
-        return {k: _map_tensors(v, fn) for k, v in tree.items()}
-    if isinstance(tree, list | tuple):
-        return type(tree)(_map_tensors(v, fn) for v in tree)
-    return tree
-
-
 def select_rows(state: Any, keep: Tensor) -> Any:
     """A (server) state with only the rows `keep` (a boolean mask over the particles)."""
-    return _map_tensors(state, lambda t: t[keep])
+    return map_tensors(state, lambda t: t[keep])
