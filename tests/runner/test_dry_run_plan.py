@@ -114,7 +114,7 @@ def test_a_cpu_suite_measured_under_load_is_marked_unrepresentative(
 ) -> None:
     from fedbench.runner import bench_suite
 
-    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None):
+    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None, graphs="auto"):
         return {"client_steps_per_s": 2.0, "engine_peak_mem_mb": 1.0, "precision": precision}
 
     monkeypatch.setattr(bench_suite, "_row", fake_row)
