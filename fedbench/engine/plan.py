@@ -157,7 +157,7 @@ def _graphs(setup: RunSetup, executor: str) -> Choice:
     if cfg.runtime.cuda_graphs == "off":
         return Choice("cuda_graphs", "off", "runtime.cuda_graphs off")
     if executor == "vectorized":
-        return Choice("cuda_graphs", "off", f"the stacked step is not graphed: {why}")
+        return Choice("cuda_graphs", "off", f"the stacked step is not captured: {why}")
     return Choice("cuda_graphs", "off", "private or compiled steps are not graphed")
 
 

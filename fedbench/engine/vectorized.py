@@ -29,6 +29,9 @@ before the steps over the clients' batches of one width at a time. DP runs and a
 whose local rule is not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT)
 run on the sequential engine instead: a fallback of the execution plan, with a printed note.
 
+On CUDA (`runtime.cuda_graphs` auto or on, not private, not compiled, a capturable rule) the
+whole stacked step is replayed as a CUDA graph on static buffers (fedbench.engine.graphed).
+
 The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
 own run's global model, so that the seeds of a table cell can train in one stacked computation
 (`runtime.seeds_together`, fedbench.engine.seeds) by the same code.

@@ -152,6 +152,25 @@ def test_match_says_why_a_run_has_no_figure() -> None:
         assert match(load_run_config(None, [*base, extra]), rows) == (None, reason)
 
 
+def test_a_graphed_row_stands_only_for_runs_that_allow_graphs() -> None:
+    row = {
+        "workload": "resnet18_bn",
+        "engine_requested": "vectorized",
+        "precision": "bf16",
+        "compile": False,
+        "batch_size": 50,
+        "client_steps_per_s": 900.0,
+        "cuda_graphs_requested": "on",
+    }
+    eager = {**row, "client_steps_per_s": 160.0, "cuda_graphs_requested": "off"}
+    base = ["data.name=cifar10", "model.name=resnet18", "model.norm=bn", "fl.batch_size=50"]
+    base += ["runtime.engine=vectorized", "runtime.precision=bf16"]
+    rows = [row, eager]
+    assert match(load_run_config(None, base), rows)[0] is row  # auto: graphed where it can
+    off = load_run_config(None, [*base, "runtime.cuda_graphs=off"])
+    assert match(off, rows)[0] is eager
+
+
 def test_durations_read_well() -> None:
     assert [duration(s) for s in (40, 719, 3600 * 41.26)] == ["40 s", "12 min", "41.3 h"]
 
