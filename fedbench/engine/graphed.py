@@ -92,10 +92,11 @@ class CudaReplay:
 
 class EagerReplay:
     """The CPU stand-in of `CudaReplay` (tests): capture runs the step once, as the warm-up does;
-    a replay calls it again on the same static buffers."""
+    a replay calls it again on the same static buffers. Given its `step`, it is also what runs
+    after a failed capture (`StepGraphs.fallback`)."""
 
-    def __init__(self) -> None:
-        self.step: Callable[[], None] | None = None
+    def __init__(self, step: Callable[[], None] | None = None) -> None:
+        self.step = step
 
     def capture(self, step: Callable[[], None]) -> None:
         step()
@@ -190,6 +191,10 @@ class StepGraphs:
 
     make_replay: Callable[[], StepReplay]
     steps: dict[Hashable, StaticStep] = field(default_factory=dict)
+    #: `runtime.cuda_graphs on`: a capture that fails is an error; auto: the steps then run
+    #: eagerly on the static buffers, and `fallback` says why (summary.json, a printed note).
+    strict: bool = False
+    fallback: str | None = None
     #: Graphs captured and replays made (what the CUDA test and the bench read).
     captured: int = 0
     replays: int = 0
@@ -261,26 +266,39 @@ class StepGraphs:
                 step(static.y, static.buffers, static.local, static.xb, static.yb, static.mask,
                      s["k"], tensors)  # fmt: skip
 
-            static.replay.capture(run)
-            # A graph replays on the tensors it captured: a rule that rebinds its state instead
-            # of updating it in place would leave the static buffers behind.
-            after = static.leaves()
-            if len(after) != len(before) or any(
-                a is not b if isinstance(b, Tensor) else a != b
-                for a, b in zip(after, before, strict=False)
-            ):
-                raise RuntimeError(
-                    f"{type(algorithm).__name__}'s local step rebinds its tensors instead of "
-                    "updating them in place: it cannot be replayed as a CUDA graph"
-                )
+            if self.fallback is None:
+                try:
+                    static.replay.capture(run)
+                except RuntimeError as exc:  # CUDA's capture errors (torch.AcceleratorError)
+                    if self.strict:
+                        raise
+                    first = (str(exc).strip().splitlines() or [""])[0][:200]
+                    self.fallback = f"capturing the stacked step failed ({first})"
+            if self.fallback is not None:
+                static.replay = EagerReplay(run)
+            else:
+                _check_in_place(algorithm, before, static.leaves())
+                self.captured += 1
             static.captured = True
-            self.captured += 1
             static.load(*start, None)  # undo the warm-up's steps
         static.replay.replay()
         self.replays += 1
 
 
-def cuda_step_graphs() -> StepGraphs:
+def _check_in_place(algorithm: Algorithm, before: list[Any], after: list[Any]) -> None:
+    """A graph replays on the tensors it captured: a rule that rebinds its state (or weights)
+    instead of updating them in place would leave the static buffers behind."""
+    if len(after) != len(before) or any(
+        a is not b if isinstance(b, Tensor) else a != b
+        for a, b in zip(after, before, strict=False)
+    ):
+        raise RuntimeError(
+            f"{type(algorithm).__name__}'s local step rebinds its tensors instead of updating "
+            "them in place: it cannot be replayed as a CUDA graph"
+        )
+
+
+def cuda_step_graphs(strict: bool) -> StepGraphs:
     """Step graphs on the current CUDA device, sharing one memory pool (`CudaReplay`)."""
     pool = torch.cuda.graph_pool_handle()
-    return StepGraphs(lambda: CudaReplay(pool))
+    return StepGraphs(lambda: CudaReplay(pool), strict=strict)

@@ -128,7 +128,7 @@ class VectorizedEngine(Engine):
         self.step_graphs: StepGraphs | None = None
         graphs_off = stacked_graphs_unsupported(self.cfg, setup.device, setup.algorithm)
         if self.cfg.runtime.cuda_graphs != "off" and graphs_off is None:
-            self.step_graphs = cuda_step_graphs()
+            self.step_graphs = cuda_step_graphs(strict=self.cfg.runtime.cuda_graphs == "on")
         if self.cfg.runtime.compile:
             if captured_unsupported(setup.algorithm, private=False) is None:
                 # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
@@ -151,6 +151,9 @@ class VectorizedEngine(Engine):
         self.compiled = "gradient"
 
     def _compile_fallback(self) -> str | None:
+        """Why the compiled step, or the step graphs (`cuda_graphs` auto), fell back to eager."""
+        if self.step_graphs is not None and self.step_graphs.fallback is not None:
+            return self.step_graphs.fallback
         step = self.stacked_step
         return step.fallback if isinstance(step, CompiledOrEager) else None
 

@@ -6,6 +6,7 @@ does nothing a graph could not replay. The CUDA graph itself: tests/engine/test_
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from fedbench.config import load_run_config
 from fedbench.engine import vectorized
 from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.dispatch import HostReads, OpCounter
-from fedbench.engine.graphed import EagerReplay, StepGraphs
+from fedbench.engine.graphed import EagerReplay, StepGraphs, StepReplay
 from fedbench.engine.plan import execution_plan
 from fedbench.engine.run import RunResult
 from fedbench.engine.run_seeds import train_together
@@ -57,6 +58,7 @@ def _train(
     bn: bool,
     graphs: list[StepGraphs] | None,
     tensor_scalars: bool = False,
+    replay: Callable[[], StepReplay] | None = None,
 ) -> list[tuple[list[str], dict[str, torch.Tensor]]]:
     """Each seed's metrics rows (elapsed time aside, as exact reprs) and final weights; with
     `graphs`, its steps replayed on static buffers (each engine's StepGraphs appended there);
@@ -73,8 +75,8 @@ def _train(
                 def unsupported(cfg, device, algorithm):
                     return captured_unsupported(algorithm, private=False)
 
-                def make() -> StepGraphs:
-                    graphs.append(StepGraphs(EagerReplay))
+                def make(strict: bool) -> StepGraphs:
+                    graphs.append(StepGraphs(replay or EagerReplay, strict=strict))
                     return graphs[-1]
 
                 patch.setattr(vectorized, "stacked_graphs_unsupported", unsupported)
@@ -237,3 +239,34 @@ def test_the_auto_chunk_is_fixed_once_graphed(tmp_path: Path, monkeypatch) -> No
     engine._graphed_chunk = None
     assert [engine.client_chunk(10), engine.client_chunk(10), engine.client_chunk(3)] == [2, 2, 2]
     assert engine.client_chunk(1) == 1
+
+
+class _FailingCapture(EagerReplay):
+    """A capture that fails after its warm-up ran (as CUDA's does on an op it cannot capture)."""
+
+    def capture(self, step: Callable[[], None]) -> None:
+        step()
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+
+def test_a_failed_capture_runs_the_steps_eagerly_under_auto(tmp_path: Path) -> None:
+    """`cuda_graphs: auto`: the warm-up undone, every step runs eagerly on the static buffers
+    (bitwise the eager tensor-scalar steps), the reason recorded; `on`: the error stands."""
+    items = ["algorithm.name=fedadamw"]
+    reference = _train(tmp_path / "reference", items, 1, True, None, tensor_scalars=True)
+    graphs: list[StepGraphs] = []
+    got = _train(tmp_path / "failed", items, 1, True, graphs, replay=_FailingCapture)
+    assert graphs[0].captured == 0 and graphs[0].replays > 0
+    assert graphs[0].fallback == (
+        "capturing the stacked step failed (operation not permitted when stream is capturing)"
+    )
+    summary = json.loads(next((tmp_path / "failed").rglob("summary.json")).read_text())
+    assert summary["compile_fallback"] == graphs[0].fallback
+    (rows_a, state_a), (rows_b, state_b) = reference[0], got[0]
+    assert rows_a == rows_b and all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+    strict = StepGraphs(_FailingCapture, strict=True)  # runtime.cuda_graphs on
+    y, local, xb = [torch.zeros(2, 3)], {"m": torch.zeros(2, 3)}, torch.zeros(2, 1)
+    info = RoundInfo(round=0, lr=0.1, local_steps=1, num_clients=2, sampled=2)
+    static = strict.begin(object(), y, {}, local, xb, xb, None, info)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="stream is capturing"):
+        strict.step(static, lambda *a: None, object(), (y, {}, local), xb, xb, 1, info)  # type: ignore[arg-type]
