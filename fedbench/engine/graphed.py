@@ -289,8 +289,7 @@ def _check_in_place(algorithm: Algorithm, before: list[Any], after: list[Any]) -
     """A graph replays on the tensors it captured: a rule that rebinds its state (or weights)
     instead of updating them in place would leave the static buffers behind."""
     if len(after) != len(before) or any(
-        a is not b if isinstance(b, Tensor) else a != b
-        for a, b in zip(after, before, strict=False)
+        a is not b if isinstance(b, Tensor) else a != b for a, b in zip(after, before, strict=False)
     ):
         raise RuntimeError(
             f"{type(algorithm).__name__}'s local step rebinds its tensors instead of updating "
