@@ -9,6 +9,8 @@
   step is captured once with torch.cuda.make_graphed_callables and replayed for every batch of
   the captured shape (others run eagerly). Only the gradient computation is captured: the local
   rules take Python scalars (learning rate, bias corrections) that a graph would freeze.
+  The vectorised engine graphs its whole stacked step, scalars as device tensors, instead
+  (fedbench.engine.graphed; not yet measured on a GPU).
   Exercised on an H200 (2026-11-26, `make gpu-check`; docs/performance.md): the cuda tests
   passed and bf16, TF32 and CUDA graphs agreed with fp32 eager. On a CPU `auto` is off.
 """

@@ -141,6 +141,15 @@ def run_bench(
             bare_times.append(bare_steps(rounds * steps_per_round))
     steps = rounds * steps_per_round
     engine_s, bare_s = min(engine_times), min(bare_times)
+    # The plan's CUDA-graphs choice, and the vectorised executor's step graphs (captured,
+    # replayed): a graphed row shows that its steps were replays.
+    graphs = engine.plan["cuda_graphs"].value if engine.plan is not None else None
+    step_graphs = getattr(engine, "step_graphs", None)
+    replayed = (
+        {"captured": step_graphs.captured, "replays": step_graphs.replays}
+        if step_graphs is not None
+        else None
+    )
     return {
         "workload": f"{cfg.model.name}/{cfg.data.name}",
         "algorithm": cfg.algorithm.name,
@@ -148,6 +157,8 @@ def run_bench(
         "device": str(device),
         "precision": cfg.runtime.precision,
         "compile": cfg.runtime.compile,
+        "cuda_graphs": graphs,
+        "step_graphs": replayed,
         "clients_per_round": len(setup.schedule[0]),
         "local_steps": cfg.fl.local_steps,
         "batch_size": cfg.fl.batch_size,

@@ -19,7 +19,9 @@ from typing import Any
 
 from fedbench.engine.accelerate import cuda_graphs_wanted, has_conv
 from fedbench.engine.captured import captured_unsupported
+from fedbench.engine.graphed import stacked_graphs_unsupported
 from fedbench.engine.setup import RunSetup
+from fedbench.errors import FedbenchError
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
@@ -133,15 +135,29 @@ def _precision(setup: RunSetup) -> Choice:
 
 
 def _graphs(setup: RunSetup, executor: str) -> Choice:
+    """CUDA graphs: the sequential executor's forward + backward, or the vectorised executor's
+    whole stacked step (fedbench.engine.graphed) where its rule is capturable. `on` where the
+    vectorised step cannot be graphed is a user error (the other cases: check_cuda_graphs)."""
     cfg = setup.cfg
-    if cuda_graphs_wanted(cfg, setup.device) and executor == "sequential":
+    if executor == "vectorized":
+        why = stacked_graphs_unsupported(cfg, setup.device, setup.algorithm)
+        if why is None and cfg.runtime.cuda_graphs != "off":
+            return Choice(
+                "cuda_graphs", "on", "the stacked step (gradients, clipping, rule) replayed"
+            )
+        if why is not None and cfg.runtime.cuda_graphs == "on":
+            raise FedbenchError(
+                f"runtime.cuda_graphs on cannot graph this vectorized run's step ({why}); "
+                "use auto or off"
+            )
+    elif cuda_graphs_wanted(cfg, setup.device):
         return Choice("cuda_graphs", "on", "forward + backward replayed as CUDA graphs")
     if setup.device.type != "cuda":
         return Choice("cuda_graphs", "off", "no CUDA device")
     if cfg.runtime.cuda_graphs == "off":
         return Choice("cuda_graphs", "off", "runtime.cuda_graphs off")
     if executor == "vectorized":
-        return Choice("cuda_graphs", "off", "the stacked step is not graphed")
+        return Choice("cuda_graphs", "off", f"the stacked step is not captured: {why}")
     return Choice("cuda_graphs", "off", "private or compiled steps are not graphed")
 
 

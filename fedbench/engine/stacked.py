@@ -17,6 +17,7 @@ Before the steps, a rule that takes the full local-data gradient (MimeLite) gets
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states
+from fedbench.engine.graphed import StaticStep, StepGraphs
 from fedbench.engine.protocol import Federation, begin_client
 from fedbench.engine.setup import RunSetup
 from fedbench.step import Objective, clip_by_norm_
@@ -64,6 +66,9 @@ class StackedRun(Protocol):
     #: True: `whole_step` is the compiled stacked step (gradients, clipping and the local rule
     #: as one graph; `runtime.compile` with a capturable rule).
     tensor_scalars: bool
+    #: The stacked step replayed as a CUDA graph on static buffers (`runtime.cuda_graphs`,
+    #: fedbench.engine.graphed); None: eager (or compiled) steps.
+    step_graphs: StepGraphs | None
 
     def whole_step(
         self,
@@ -312,14 +317,24 @@ def train_chunk(jobs: list[ClientJob]) -> None:
     _hand_full_gradients(jobs, groups, y, buffers)  # Mime's c_i = grad f_i(x), if used
     diagnostics = any(job.results.diagnostics for job in jobs)
     step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
+    graphs = lead.step_graphs if len(groups) == 1 else None  # one rule call: one graph
+    static: StaticStep | None = None
+    start = (y, buffers, groups[0].local)
     for k in range(1, k_steps + 1):
         idx = orders(k - 1)
         xb, yb = _batch(jobs, idx, generators), _labels(jobs, idx)
         if s.prepare is not None:
             xb = s.prepare(xb.flatten(0, 1)).unflatten(0, idx.shape)
         before = [t.clone() for t in y] if diagnostics else None
-        if lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
-            lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, groups[0].info.at_step(k))
+        info = groups[0].info.at_step(k)
+        if graphs is not None:  # the step replayed on static buffers (fedbench.engine.graphed)
+            if static is None:
+                static = graphs.begin(groups[0].algorithm, *start, xb, yb, mask, info)
+                y = static.y  # the chunk now trains on the static buffers
+            step = functools.partial(stacked_step, lead, groups[0].algorithm)
+            graphs.step(static, step, groups[0].algorithm, start, xb, yb, k, info)
+        elif lead.tensor_scalars and len(groups) == 1:  # one rule call: the compiled whole step
+            lead.whole_step(y, buffers, groups[0].local, xb, yb, mask, k, info)
         else:
             for group in groups:  # each run's own local rule and scalars, on its rows
                 if group.stop - group.start == n:
@@ -341,6 +356,8 @@ def train_chunk(jobs: list[ClientJob]) -> None:
                 )
         if before is not None:
             step_sizes = step_sizes + local_step_sizes(before, y, n)
+    if static is not None:
+        y, buffers, groups[0].local = static.ends()
     _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
 
 

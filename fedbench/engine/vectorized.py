@@ -29,6 +29,9 @@ before the steps over the clients' batches of one width at a time. DP runs and a
 whose local rule is not elementwise (`Algorithm.supports_vectorized` False: DP-FedAvg-LS's FFT)
 run on the sequential engine instead: a fallback of the execution plan, with a printed note.
 
+On CUDA (`runtime.cuda_graphs` auto or on, not private, not compiled, a capturable rule) the
+whole stacked step is replayed as a CUDA graph on static buffers (fedbench.engine.graphed).
+
 The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
 own run's global model, so that the seeds of a table cell can train in one stacked computation
 (`runtime.seeds_together`, fedbench.engine.seeds) by the same code.
@@ -52,6 +55,7 @@ from fedbench.engine.captured import (
     compile_per_owner,
     step_scalars,
 )
+from fedbench.engine.graphed import StepGraphs, cuda_step_graphs, stacked_graphs_unsupported
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
 from fedbench.engine.plan import vectorized_unsupported
@@ -106,6 +110,8 @@ class VectorizedEngine(Engine):
             randomness="different",
         )
         self._per_client_bytes: int | None = None
+        #: The first auto chunk, kept for the run's step graphs (`client_chunk`).
+        self._graphed_chunk: int | None = None
         #: MOON's representation objective (fedbench.engine.stacked.representation_gradients).
         self.representation: Representation | None = None
         if setup.algorithm.uses_representation:
@@ -117,6 +123,12 @@ class VectorizedEngine(Engine):
         #: (with the vmapped gradient compiled alone under `runtime.compile`).
         self.stacked_step: Callable[..., None] = self._stacked_step
         self.tensor_scalars = False
+        #: The stacked step replayed as a CUDA graph (`runtime.cuda_graphs`, auto or on, where
+        #: the rule's step is capturable: fedbench.engine.graphed); None: eager steps.
+        self.step_graphs: StepGraphs | None = None
+        graphs_off = stacked_graphs_unsupported(self.cfg, setup.device, setup.algorithm)
+        if self.cfg.runtime.cuda_graphs != "off" and graphs_off is None:
+            self.step_graphs = cuda_step_graphs(strict=self.cfg.runtime.cuda_graphs == "on")
         if self.cfg.runtime.compile:
             if captured_unsupported(setup.algorithm, private=False) is None:
                 # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
@@ -139,6 +151,9 @@ class VectorizedEngine(Engine):
         self.compiled = "gradient"
 
     def _compile_fallback(self) -> str | None:
+        """Why the compiled step, or the step graphs (`cuda_graphs` auto), fell back to eager."""
+        if self.step_graphs is not None and self.step_graphs.fallback is not None:
+            return self.step_graphs.fallback
         step = self.stacked_step
         return step.fallback if isinstance(step, CompiledOrEager) else None
 
@@ -188,9 +203,15 @@ class VectorizedEngine(Engine):
             self._per_client_bytes = client_bytes(
                 s.model, sample[0], max(1, self.cfg.fl.batch_size)
             )
-        return auto_client_chunk(
+        if self.step_graphs is not None and self._graphed_chunk is not None:
+            # Fixed for the run once graphed: each new chunk size is a capture with buffers of
+            # its own, which would leave less free memory, and so other sizes, for the next.
+            return min(self._graphed_chunk, clients)
+        chunk = auto_client_chunk(
             self._per_client_bytes, free_memory_bytes(self.setup.device), clients
         )
+        self._graphed_chunk = chunk
+        return chunk
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
         jobs, finish = self.round_jobs(r, lr, diagnostics)

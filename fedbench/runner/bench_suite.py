@@ -85,30 +85,40 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def variants(device: torch.device) -> list[tuple[str, str, bool]]:
-    """The (engine, precision, compile) rows of a suite on `device`, most wanted first.
+def variants(device: torch.device) -> list[tuple[str, str, bool, str]]:
+    """The (engine, precision, compile, cuda_graphs) rows of a suite on `device`, most wanted
+    first; cuda_graphs is the row's `runtime.cuda_graphs` (auto: the run's own choice).
 
-    On CUDA: sequential fp32 (the exact baseline), sequential bf16 (eager steps with the
-    forward + backward replayed as CUDA graphs), the vectorised (stacked clients) engine in bf16
-    and the compiled whole step in bf16. The order matters when a time limit cuts the suite
-    short: both models of a variant run before the next variant starts. Left out, as measured on
-    an H200 on 2026-11-26: TF32 (between fp32 and bf16: 255 vs 106 and 298 client steps/s for
-    ResNet-18 BN), vectorised fp32 (65 and 66, the slowest row) and the compiled vectorised
-    step (its compilation alone outlasted a 45 s row). On a CPU bf16 and TF32 only measure
-    emulation, and compiling a paper-size model takes minutes: both engines in fp32."""
+    On CUDA: sequential fp32 (the exact baseline), the vectorised (stacked clients) engine in
+    bf16 with its whole stacked step replayed as a CUDA graph (fedbench.engine.graphed: the path
+    to Table 1 in <= 4 H100-hours, not yet measured on a GPU), sequential bf16 (eager steps with
+    the forward + backward replayed as CUDA graphs), the vectorised engine in bf16 with eager
+    steps (graphs off) and the compiled whole step in bf16. The order matters when a time limit
+    cuts the suite short: both models of a variant run before the next variant starts. Left
+    out, as measured on an H200 on 2026-11-26: TF32 (between fp32 and bf16: 255 vs 106 and 298
+    client steps/s for ResNet-18 BN), vectorised fp32 (65 and 66, the slowest row) and the
+    compiled vectorised step (its compilation alone outlasted a 45 s row). On a CPU bf16 and
+    TF32 only measure emulation, and compiling a paper-size model takes minutes: both engines
+    in fp32 (graphs are CUDA-only)."""
     if device.type == "cuda":
         return [
-            ("sequential", "fp32", False),
-            ("sequential", "bf16", False),
-            ("vectorized", "bf16", False),
-            ("sequential", "bf16", True),
+            ("sequential", "fp32", False, "auto"),
+            ("vectorized", "bf16", False, "on"),
+            ("sequential", "bf16", False, "auto"),
+            ("vectorized", "bf16", False, "off"),
+            ("sequential", "bf16", True, "auto"),
         ]
-    return [(engine, "fp32", False) for engine in ENGINES]
+    return [(engine, "fp32", False, "auto") for engine in ENGINES]
 
 
-def variant_key(engine: str, precision: str, compiled: bool) -> str:
-    """A row's name in the projection: engine/precision, +compile when compiled."""
-    return f"{engine}/{precision}" + ("+compile" if compiled else "")
+def variant_key(engine: str, precision: str, compiled: bool, graphs: str = "auto") -> str:
+    """A row's name in the projection: engine/precision, +compile when compiled, +graphs when
+    its step graphs were asked for (`runtime.cuda_graphs on`)."""
+    return (
+        f"{engine}/{precision}"
+        + ("+compile" if compiled else "")
+        + ("+graphs" if graphs == "on" else "")
+    )
 
 
 def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,7 +131,8 @@ def projection(rows: list[dict[str, Any]]) -> dict[str, Any]:
     rate: dict[str, dict[str, float]] = {}
     rows = [r for r in rows if "error" not in r]
     for r in rows:
-        key = variant_key(r["engine_requested"], r["precision"], bool(r.get("compile")))
+        graphs = str(r.get("cuda_graphs_requested", "auto"))
+        key = variant_key(r["engine_requested"], r["precision"], bool(r.get("compile")), graphs)
         rate.setdefault(key, {})[r["workload"]] = r["client_steps_per_s"]
     out: dict[str, Any] = {}
     for key, by_model in rate.items():
@@ -143,11 +154,14 @@ def _row(
     sets: list[str],
     options: list[str],
     timeout_s: float | None = None,
+    graphs: str = "auto",
 ) -> dict[str, Any]:
     """One row in a fresh process; a failure or a time-out comes back as {"error": ...}."""
     cmd = [sys.executable, "-m", "fedbench", "bench", str(config), "--json", *options]
     runtime = [f"runtime.engine={engine}", f"runtime.precision={precision}"]
     runtime += [f"runtime.compile={str(compiled).lower()}"]
+    if graphs != "auto":
+        runtime += [f"runtime.cuda_graphs={graphs}"]
     for item in (*runtime, *sets):
         cmd += ["--set", item]
     try:
@@ -193,11 +207,18 @@ def _header(
 
 
 def _measured(
-    workload: str, engine: str, precision: str, compiled: bool, row: dict[str, Any]
+    workload: str,
+    engine: str,
+    precision: str,
+    compiled: bool,
+    row: dict[str, Any],
+    graphs: str = "auto",
 ) -> tuple[dict[str, Any], str]:
     """The row with its names and ms/step added, and its log line."""
-    row.update(workload=workload, engine_requested=engine, compile=compiled)
-    key = f"{workload} {variant_key(engine, precision, compiled)}"
+    row.update(
+        workload=workload, engine_requested=engine, compile=compiled, cuda_graphs_requested=graphs
+    )
+    key = f"{workload} {variant_key(engine, precision, compiled, graphs)}"
     if "error" in row:
         return row, f"{key}: {row['error']}"
     row["ms_per_client_step"] = 1000.0 / row["client_steps_per_s"]
@@ -241,13 +262,14 @@ def run_suite(
             configs[workload].write_text(yaml.safe_dump(table1_config(npz_path, model)))
         # Variant-major: both models of a variant before the next one, so a suite cut short
         # still projects every variant it finished.
-        for engine, precision, compiled in variants(device):
+        for engine, precision, compiled, graphs in variants(device):
             for workload in WORKLOADS:
                 limit = row_timeout_s
                 if limit is not None and compiled:
                     limit += COMPILE_ALLOWANCE_S
-                raw = _row(configs[workload], engine, precision, compiled, sets, options, limit)
-                row, line = _measured(workload, engine, precision, compiled, raw)
+                config = configs[workload]
+                raw = _row(config, engine, precision, compiled, sets, options, limit, graphs)
+                row, line = _measured(workload, engine, precision, compiled, raw, graphs)
                 rows.append(row)
                 if log is not None:
                     log(line)

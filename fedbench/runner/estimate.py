@@ -92,6 +92,12 @@ def _workload(cfg: RunConfig) -> tuple[str | None, str]:
     return None, ""
 
 
+def _graphs_agree(measured: str, asked: str) -> bool:
+    """A row measured with `runtime.cuda_graphs` on (or off) stands only for runs that do not ask
+    for the other; `auto` on either side agrees (the suite lists the graphed row first)."""
+    return "auto" in (measured, asked) or measured == asked
+
+
 def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, str]:
     """The suite row measuring cfg's (non-private) client step, or (None, why none does)."""
     workload, _ = _workload(cfg)
@@ -109,6 +115,7 @@ def match(cfg: RunConfig, rows: list[dict[str, Any]]) -> tuple[dict[str, Any] | 
             and row.get("engine_requested", row.get("engine")) == engine
             and row.get("precision") == rt.precision
             and bool(row.get("compile")) == rt.compile
+            and _graphs_agree(row.get("cuda_graphs_requested", "auto"), rt.cuda_graphs)
         ):
             if row.get("batch_size") != cfg.fl.batch_size:
                 return None, f"B {cfg.fl.batch_size} (measured at B {row.get('batch_size')})"

@@ -39,4 +39,6 @@ def test_bench_json_has_the_fields(
     assert result["engine"] == engine
     assert result["client_steps"] == 2 * 2  # S=2 clients x K=2 steps x 1 round
     assert result["overhead"] > 0 and result["peak_mem_mb"] > 0
+    # the plan's CUDA graphs (none on a CPU) and the vectorised step graphs' counts (none)
+    assert result["cuda_graphs"] == "off" and result["step_graphs"] is None
     assert list(tmp_path.iterdir()) == []  # no run folder, no results/

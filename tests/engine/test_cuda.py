@@ -79,6 +79,44 @@ def test_bf16_with_batchnorm_trains_on_cuda(tmp_path: Path, engine: str) -> None
     assert summary["final"]["train_loss"] < 10
 
 
+@pytest.mark.parametrize(
+    "model", [["model.name=cnn"], ["model.name=resnet18", "model.norm=bn"]], ids=["cnn", "bn"]
+)
+def test_graphed_vectorized_steps_replay_the_eager_ones(tmp_path: Path, model: list[str]) -> None:
+    """The vectorised executor's whole stacked step as a CUDA graph (fedbench.engine.graphed):
+    captured (graph count > 0), every step a replay, and the weights equal to the eager
+    vectorised engine's in fp32 to float rounding (FedAdamW, chunks of 2 and 1 clients)."""
+    from fedbench.engine.graphed import StepGraphs
+    from fedbench.engine.run import select_engine
+    from fedbench.engine.run_folder import RunFolder
+    from fedbench.engine.schedule import local_lr
+    from fedbench.engine.setup import prepare_run
+
+    finals = {}
+    for graphs in ("off", "on"):
+        items = [*BASE, *model, "runtime.device=cuda", "runtime.engine=vectorized"]
+        items += [
+            "algorithm.name=fedadamw",
+            "runtime.client_chunk=2",
+            f"runtime.cuda_graphs={graphs}",
+        ]
+        cfg = load_run_config(None, items)
+        engine = select_engine(prepare_run(cfg), RunFolder(tmp_path / graphs), None)
+        for r in range(cfg.fl.rounds):
+            engine._round(r, local_lr(cfg.algorithm, r, cfg.fl.rounds))
+        torch.cuda.synchronize()
+        step_graphs = getattr(engine, "step_graphs", None)
+        if graphs == "on":
+            assert engine.plan is not None and engine.plan["cuda_graphs"].value == "on"
+            assert isinstance(step_graphs, StepGraphs) and step_graphs.captured > 0
+            steps = cfg.fl.rounds * 2 * cfg.fl.local_steps  # 3 clients a round: chunks 2 + 1
+            assert step_graphs.replays >= steps  # every step of every chunk replayed
+        else:
+            assert step_graphs is None
+        finals[graphs] = [t.detach().double().cpu() for t in [*engine.x, *engine.global_buffers]]
+    _close(finals["off"], finals["on"], 1e-4)
+
+
 def test_tf32_trains_close_to_fp32_on_cuda(tmp_path: Path) -> None:
     _, fp32 = _final(tmp_path, "fp32", ["runtime.device=cuda", "runtime.precision=fp32"])
     _, tf32 = _final(tmp_path, "tf32", ["runtime.device=cuda", "runtime.precision=tf32"])

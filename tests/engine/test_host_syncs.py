@@ -129,8 +129,9 @@ def test_diagnostic_rounds_may_read_their_statistics_back() -> None:
         ["runtime.engine=sequential", "runtime.precision=bf16", "runtime.cuda_graphs=on"],
         ["runtime.engine=sequential", "runtime.compile=true"],
         ["runtime.engine=vectorized", "runtime.compile=true"],
+        ["runtime.engine=vectorized", "runtime.precision=bf16", "runtime.cuda_graphs=on"],
     ],
-    ids=["sequential", "bf16-graphs", "compiled-step", "compiled-vectorized"],
+    ids=["sequential", "bf16-graphs", "compiled-step", "compiled-vectorized", "graphed-vectorized"],
 )
 def test_a_cuda_round_never_waits_for_the_device(runtime: list[str]) -> None:
     """On a GPU, copies to the host count too: CUDA's sync debug mode raises on any sync

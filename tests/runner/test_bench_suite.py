@@ -52,7 +52,14 @@ def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
     seen = []
 
     def fake_row(
-        config: Path, engine: str, precision: str, compiled: bool, sets, options, timeout_s=None
+        config: Path,
+        engine: str,
+        precision: str,
+        compiled: bool,
+        sets,
+        options,
+        timeout_s=None,
+        graphs="auto",
     ) -> dict:
         cfg = yaml.safe_load(config.read_text())
         seen.append((cfg["model"]["name"], engine, precision, tuple(sets), tuple(options)))
@@ -76,7 +83,7 @@ def test_suite_writes_one_file_per_device(tmp_path: Path, monkeypatch) -> None:
         out_dir=tmp_path,
     )
     on_gpu = torch.cuda.is_available()
-    assert len(seen) == 2 * (4 if on_gpu else 2)
+    assert len(seen) == 2 * (5 if on_gpu else 2)
     assert {s[0] for s in seen} == {"resnet18", "vit_tiny"}
     assert all(s[3] == ("fl.local_steps=2",) for s in seen)
     assert json.loads(path.read_text()) == result
@@ -107,7 +114,9 @@ def test_a_failed_row_is_recorded_and_the_suite_goes_on(tmp_path: Path, monkeypa
     calls = []
     files_seen = []
 
-    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None) -> dict:
+    def fake_row(
+        config, engine, precision, compiled, sets, options, timeout_s=None, graphs="auto"
+    ) -> dict:
         calls.append(timeout_s)
         # The file already holds every earlier row when the next one starts.
         written = list(tmp_path.glob("*.json"))
@@ -140,10 +149,44 @@ def test_a_failed_row_is_recorded_and_the_suite_goes_on(tmp_path: Path, monkeypa
 def test_rows_run_variant_major(tmp_path: Path, monkeypatch) -> None:
     order = []
 
-    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None) -> dict:
+    def fake_row(
+        config, engine, precision, compiled, sets, options, timeout_s=None, graphs="auto"
+    ) -> dict:
         order.append((Path(config).stem, engine))
         return {"client_steps_per_s": 10.0, "engine_peak_mem_mb": 1.0, "precision": precision}
 
     monkeypatch.setattr(bench_suite, "_row", fake_row)
     run_suite("table1", sets=[], rounds=1, warmup=0, repeats=1, threads=None, out_dir=tmp_path)
     assert order[:2] == [("resnet18_bn", "sequential"), ("vit_tiny", "sequential")]
+
+
+def test_cuda_suites_measure_the_graphed_vectorized_step_second() -> None:
+    """Right after the fp32 baseline (a suite cut short by its time limit still has it), under
+    its own key; the eager vectorised row asks for graphs off, so its key keeps its meaning."""
+    rows = bench_suite.variants(torch.device("cuda"))
+    assert rows[:2] == [("sequential", "fp32", False, "auto"), ("vectorized", "bf16", False, "on")]
+    assert ("vectorized", "bf16", False, "off") in rows
+    assert all(graphs == "auto" for *_, graphs in bench_suite.variants(torch.device("cpu")))
+    graphed = [
+        {**_row(w, "vectorized", 1000.0), "precision": "bf16", "cuda_graphs_requested": "on"}
+        for w in ("resnet18_bn", "vit_tiny")
+    ]
+    eager = [{**r, "cuda_graphs_requested": "off", "client_steps_per_s": 100.0} for r in graphed]
+    hours = projection(graphed + eager)
+    assert hours["vectorized/bf16+graphs"] == pytest.approx(2 * 12_000 / 3600, abs=0.01)
+    assert hours["vectorized/bf16"] == pytest.approx(2 * 120_000 / 3600, abs=0.01)
+
+
+def test_a_graphs_row_asks_for_them(monkeypatch, tmp_path: Path) -> None:
+    commands = []
+
+    def fake_run(cmd, **kwargs):
+        commands.append(cmd)
+        raise bench_suite.subprocess.TimeoutExpired(cmd, 1)
+
+    monkeypatch.setattr(bench_suite.subprocess, "run", fake_run)
+    config = tmp_path / "c.yaml"
+    bench_suite._row(config, "vectorized", "bf16", False, [], [], 1, "on")
+    bench_suite._row(config, "sequential", "bf16", False, [], [], 1)
+    assert "runtime.cuda_graphs=on" in commands[0]
+    assert not any("cuda_graphs" in part for part in commands[1])

@@ -114,7 +114,7 @@ def test_a_cpu_suite_measured_under_load_is_marked_unrepresentative(
 ) -> None:
     from fedbench.runner import bench_suite
 
-    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None):
+    def fake_row(config, engine, precision, compiled, sets, options, timeout_s=None, graphs="auto"):
         return {"client_steps_per_s": 2.0, "engine_peak_mem_mb": 1.0, "precision": precision}
 
     monkeypatch.setattr(bench_suite, "_row", fake_row)
@@ -150,6 +150,25 @@ def test_match_says_why_a_run_has_no_figure() -> None:
     }
     for extra, reason in why.items():
         assert match(load_run_config(None, [*base, extra]), rows) == (None, reason)
+
+
+def test_a_graphed_row_stands_only_for_runs_that_allow_graphs() -> None:
+    row = {
+        "workload": "resnet18_bn",
+        "engine_requested": "vectorized",
+        "precision": "bf16",
+        "compile": False,
+        "batch_size": 50,
+        "client_steps_per_s": 900.0,
+        "cuda_graphs_requested": "on",
+    }
+    eager = {**row, "client_steps_per_s": 160.0, "cuda_graphs_requested": "off"}
+    base = ["data.name=cifar10", "model.name=resnet18", "model.norm=bn", "fl.batch_size=50"]
+    base += ["runtime.engine=vectorized", "runtime.precision=bf16"]
+    rows = [row, eager]
+    assert match(load_run_config(None, base), rows)[0] is row  # auto: graphed where it can
+    off = load_run_config(None, [*base, "runtime.cuda_graphs=off"])
+    assert match(off, rows)[0] is eager
 
 
 def test_durations_read_well() -> None:
