@@ -10,9 +10,8 @@ Parts (docs/performance.md, "make gpu-check"):
               seeds, against sequential fp32 (benchmarks/agreement.py)
   bench       `fedbench bench --suite table1` at K 10: sequential fp32, vectorised bf16 with
               its stacked step as a CUDA graph (key vectorized/bf16+graphs), sequential bf16,
-              vectorised bf16 eager and the compiled step (bf16) for ResNet-18 BN and ViT-Tiny
-              (40 s a row, 115 s a compiled row at most), client steps/s, projected Table 1
-              hours
+              and vectorised bf16 eager for ResNet-18 BN and ViT-Tiny (40 s a row at most:
+              8 rows fit the part), client steps/s, projected Table 1 hours
   bench-seeds the bench part's seeds-together rows: ResNet-18 BN and ViT-Tiny, 5 seeds stacked
               (`runtime.seeds_together`) against 5 separate vectorised runs, K 5
               (benchmarks/seeds_together.py)

@@ -190,3 +190,29 @@ def test_a_graphs_row_asks_for_them(monkeypatch, tmp_path: Path) -> None:
     bench_suite._row(config, "sequential", "bf16", False, [], [], 1)
     assert "runtime.cuda_graphs=on" in commands[0]
     assert not any("cuda_graphs" in part for part in commands[1])
+
+
+def test_the_cuda_suite_fits_the_bench_part_of_gpu_check() -> None:
+    """Every row of the CUDA suite at its row limit (both models) fits the time `make gpu-check`
+    gives its bench part: no variant is cut by the part's limit, only by its own row limit."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    assert spec is not None and spec.loader is not None
+    gpu_check = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = gpu_check  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(gpu_check)
+    finally:
+        del sys.modules["gpu_check"]
+    (bench,) = [p for p in gpu_check.parts(Path("results"), None) if p.name == "bench"]
+    row_limit = float(bench.command[bench.command.index("--row-timeout") + 1])
+    rows = bench_suite.variants(torch.device("cuda"))
+    worst = sum(
+        2 * (row_limit + (bench_suite.COMPILE_ALLOWANCE_S if compiled else 0.0))
+        for _, _, compiled, _ in rows
+    )
+    assert worst <= bench.limit_s
