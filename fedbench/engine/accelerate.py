@@ -26,9 +26,6 @@ from torch import Tensor, nn
 from fedbench.config import RunConfig
 from fedbench.errors import FedbenchError
 
-# captured.py, client.py and stacked.py import it from here.
-from fedbench.step.precision import autocast_context as autocast_context
-
 
 def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
     """Set the process' TF32 switches for `precision`; return the autocast dtype (or None)."""

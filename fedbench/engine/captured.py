@@ -36,8 +36,7 @@ from torch import Tensor, nn
 from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State
-from fedbench.engine.accelerate import autocast_context
-from fedbench.step import Objective, clip_by_norm_, split_model
+from fedbench.step import Objective, autocast_context, clip_by_norm_, split_model
 
 
 def device_scalar(value: Scalar, device: torch.device) -> Tensor:

@@ -18,7 +18,6 @@ from torch import Tensor, nn
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
-from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import local_step_sizes
 from fedbench.engine.captured import CapturedStep
 from fedbench.privacy.mechanism import (
@@ -27,7 +26,7 @@ from fedbench.privacy.mechanism import (
     noise_generator,
     poisson_batches,
 )
-from fedbench.step import Objective, clip_by_norm_
+from fedbench.step import Objective, autocast_context, clip_by_norm_
 
 
 @dataclass(frozen=True)

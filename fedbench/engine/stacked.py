@@ -31,13 +31,12 @@ from torch.utils._pytree import tree_map
 from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, Scalar, State
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
-from fedbench.engine.accelerate import autocast_context
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states
 from fedbench.engine.graphed import StaticStep, StepGraphs
 from fedbench.engine.protocol import Federation, begin_client
 from fedbench.engine.setup import RunSetup
-from fedbench.step import Objective, clip_by_norm_
+from fedbench.step import Objective, autocast_context, clip_by_norm_
 
 
 class StackedRun(Protocol):
@@ -289,20 +288,8 @@ def _merged(groups: list[StepGroup]) -> list[StepGroup]:
         type(g.algorithm) is not type(first.algorithm) or g.info != first.info for g in groups
     ):
         return groups
-    local = cat_states([g.local for g in groups])
+    local = stack_states([g.local for g in groups], torch.cat)
     return [StepGroup(first.algorithm, first.info, 0, groups[-1].stop, local)]
-
-
-def cat_states(states: list[Any]) -> Any:
-    """Stacked states concatenated along their client dim (non-tensor leaves: the first's)."""
-    first = states[0]
-    if isinstance(first, Tensor):
-        return torch.cat(states)
-    if isinstance(first, dict):
-        return {k: cat_states([s[k] for s in states]) for k in first}
-    if isinstance(first, list | tuple):
-        return type(first)(cat_states(list(items)) for items in zip(*states, strict=True))
-    return first
 
 
 def train_chunk(jobs: list[ClientJob]) -> None:
