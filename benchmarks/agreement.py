@@ -32,11 +32,13 @@ from fedbench.errors import FedbenchError  # noqa: E402
 MIN_TOL = 2.0
 #: (engine, precision, cuda_graphs, compile); the first is the reference. The H200 run of
 #: 2026-11-26 found fp32 / tf32 with and without graphs and vectorised fp32 in agreement; the
-#: GPU list keeps the fast paths: graphs in bf16, vectorised bf16 and, last, the compiled whole
-#: step (each run compiles its own step, about 75 s on an H200: the run of 2026-11-27 ran out of
-#: time there, so it comes after the others).
+#: GPU list keeps the fast paths: the vectorised step replayed as a CUDA graph in bf16 (first
+#: after the reference: it is the newest path, fedbench.engine.graphed), graphs in bf16,
+#: vectorised bf16 eager and, last, the compiled whole step (each run compiles its own step,
+#: about 75 s on an H200: the run of 2026-11-27 ran out of time there, so it comes last).
 COMBOS_GPU = [
     ("sequential", "fp32", "off", False),
+    ("vectorized", "bf16", "on", False),
     ("sequential", "bf16", "on", False),
     ("vectorized", "bf16", "off", False),
     ("sequential", "bf16", "off", True),
