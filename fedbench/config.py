@@ -252,8 +252,9 @@ class RuntimeConfig(Strict):
     #: auto = as many as fit in half the free device memory, from an estimate per client.
     #: (ge=1 on the int alone: on the union it rejects "auto" when a config is read back.)
     client_chunk: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
-    #: Replay a client's local step as a captured CUDA graph: auto = on for CUDA devices
-    #: where the run allows it, off on the CPU.
+    #: Replay captured CUDA graphs: the sequential engine's forward + backward, the vectorised
+    #: engine's whole stacked step (fedbench.engine.graphed). auto = on for CUDA devices where
+    #: the run allows it (the execution plan says), off on the CPU.
     cuda_graphs: Literal["auto", "on", "off"] = "auto"
     #: torch CPU threads of a run: auto = the CPU affinity's cores split over a sweep's workers
     #: where OpenMP waits passively (fedbench's default), else the free ones (less the 1-minute
