@@ -20,7 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +28,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.measurement import measurement, write_measurement  # noqa: E402
 from fedbench.config import parse_run_config  # noqa: E402
 from fedbench.engine.run import RunResult  # noqa: E402
 from fedbench.engine.run_seeds import train_together  # noqa: E402
-from fedbench.runner.bench_suite import device_name  # noqa: E402
 
 #: The small CNN on the embedded digits data (benchmarks/seeds_together.py's workload), every
 #: round evaluated.
@@ -171,24 +170,8 @@ def main() -> int:
             flush=True,
         )
         rows.append(row)
-    result = {
-        "device": device_name(torch.device("cpu")),
-        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cores": os.cpu_count(),
-        "load_before": load_before,
-        "load_after": round(os.getloadavg()[0], 2),
-        "argv": sys.argv[1:],
-        "rows": rows,
-    }
-    for path, text in (
-        (args.json, json.dumps(result, indent=2) + "\n"),
-        (args.markdown, markdown(result)),
-    ):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+    result = measurement(torch.device("cpu"), load_before, rows)
+    write_measurement(result, args.json, args.markdown, markdown)
     return 0
 
 

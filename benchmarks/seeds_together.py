@@ -33,6 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.measurement import measurement, write_measurement  # noqa: E402
 from fedbench.config import parse_run_config  # noqa: E402
 from fedbench.engine.run_folder import RunFolder  # noqa: E402
 from fedbench.engine.schedule import local_lr  # noqa: E402
@@ -42,7 +43,6 @@ from fedbench.engine.stacked import train_jobs  # noqa: E402
 from fedbench.engine.vectorized import VectorizedEngine  # noqa: E402
 from fedbench.runner.bench_suite import (  # noqa: E402
     WORKLOADS,
-    device_name,
     table1_config,
     write_random_cifar,
 )
@@ -184,24 +184,8 @@ def main() -> int:
         )
         rows.append(row)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    result = {
-        "device": device_name(device),
-        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "cores": os.cpu_count(),
-        "load_before": load_before,
-        "load_after": round(os.getloadavg()[0], 2),
-        "argv": sys.argv[1:],
-        "rows": rows,
-    }
-    for path, text in (
-        (args.json, json.dumps(result, indent=2) + "\n"),
-        (args.markdown, markdown(result)),
-    ):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+    result = measurement(device, load_before, rows)
+    write_measurement(result, args.json, args.markdown, markdown)
     return 0
 
 
