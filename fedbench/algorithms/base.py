@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from fedbench.algorithms.hyperparams import AlgorithmConfig, schedule_factor
+from fedbench.step.clipping import client_norm, per_row
 
 Tensors = list[Tensor]
 #: Tensors a function reads, or updates in place without changing the sequence: a list, or the
@@ -138,18 +139,14 @@ class GradientOracle:
     def norm(self, tensors: TensorSeq) -> Tensor:
         """||t||_2 over all of one client's tensors: a 0-d tensor, or one per row (shape
         (rows,)) on stacked rows. No host sync."""
-        if self.rows is None:
-            return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(tensors)))
-        rows = self.rows
-        per_tensor = [torch.linalg.vector_norm(t.reshape(rows, -1), dim=1) for t in tensors]
-        return torch.linalg.vector_norm(torch.stack(per_tensor), dim=0)
+        return client_norm(tensors, self.rows)
 
     def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
         """Each tensor times its client's factor: a 0-d tensor, or one per row as `norm`
         returns them (a new list; the tensors are unchanged)."""
         if self.rows is None:
             return list(torch._foreach_mul(tensors, factor))
-        return [t * factor.view(self.rows, *([1] * (t.ndim - 1))) for t in tensors]
+        return [t * per_row(factor, t) for t in tensors]
 
 
 def as_oracle(gradient: Callable[[], Tensors]) -> GradientOracle:

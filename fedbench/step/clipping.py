@@ -14,17 +14,28 @@ import torch
 from torch import Tensor
 
 
+def client_norm(tensors: list[Tensor] | tuple[Tensor, ...], rows: int | None = None) -> Tensor:
+    """||t||_2 over all of one client's tensors: a 0-d tensor, or with `rows` one per row of a
+    leading dimension of that size (shape (rows,)). No host sync."""
+    if rows is None:
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(tensors)))
+    per_tensor = [torch.linalg.vector_norm(t.reshape(rows, -1), dim=1) for t in tensors]
+    return torch.linalg.vector_norm(torch.stack(per_tensor), dim=0)
+
+
+def per_row(factor: Tensor, like: Tensor) -> Tensor:
+    """A factor per row (shape (rows,)) shaped to broadcast over the rows of `like`."""
+    return factor.view(factor.shape[0], *([1] * (like.ndim - 1)))
+
+
 def clip_by_norm_(grads: list[Tensor], max_norm: float | None, *, rows: bool = False) -> None:
     """Rescale `grads` in place so that its global L2 norm is <= max_norm (per row when
     `rows`: the leading dimension of every tensor); None: no clipping."""
     if max_norm is None:
         return
+    scale = torch.clamp(max_norm / client_norm(grads, grads[0].shape[0] if rows else None), max=1.0)
     if not rows:
-        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-        torch._foreach_mul_(grads, torch.clamp(max_norm / total, max=1.0))
+        torch._foreach_mul_(grads, scale)
         return
-    s = grads[0].shape[0]
-    norms = torch.stack([torch.linalg.vector_norm(g.reshape(s, -1), dim=1) for g in grads])
-    scale = torch.clamp(max_norm / torch.linalg.vector_norm(norms, dim=0), max=1.0)
     for g in grads:
-        g.mul_(scale.view(s, *([1] * (g.ndim - 1))))
+        g.mul_(per_row(scale, g))
