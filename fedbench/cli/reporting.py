@@ -1,12 +1,13 @@
 """Commands that read finished runs: report, compare, runs, plot."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
 from fedbench.cli.base import console, say, show
 from fedbench.cli.options import metric_option, out_option
+from fedbench.errors import FedbenchError
 
 
 def report(
@@ -88,17 +89,44 @@ def runs(
 
 
 def plot(
-    runs: Annotated[list[str], typer.Argument(help="Run folders (or run ids under OUT/runs).")],
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            help="Run folders (or run ids under ROOT/runs): their curves overlaid; or table "
+            "folders with private rows: the privacy-utility figure (METRIC against epsilon)."
+        ),
+    ],
     metric: Annotated[
         str, metric_option("A metrics.jsonl column, e.g. test_acc, train_loss.")
     ] = "test_acc",
-    out: Annotated[Path, out_option("The PNG to write.", folder=False)] = Path("plot.png"),
+    out: Annotated[
+        Path, out_option("The PNG to write (a PDF and a caption file beside it).", folder=False)
+    ] = Path("plot.png"),
     root: Annotated[
         Path, typer.Option("--root", help="Output folder whose runs/ holds run ids.")
     ] = Path("results"),
+    width: Annotated[
+        str,
+        typer.Option(
+            "--width",
+            help="The privacy-utility figure's width: column (3.3 in) or page (6.9 in).",
+        ),
+    ] = "column",
 ) -> None:
-    """Overlay the curves of any runs: METRIC per evaluated round, one line per run."""
+    """Overlay the curves of any runs (METRIC per evaluated round, one line per run), or draw
+    the privacy-utility figure of table folders (METRIC against epsilon, one line per row)."""
     from fedbench.report.plots import plot_run_curves
+    from fedbench.report.privacy_utility import plot_privacy_utility, table_folders
 
-    plot_run_curves(runs, metric, out, root / "runs")
-    show(f"wrote {out}")
+    folders = table_folders(runs)
+    if folders:
+        files = plot_privacy_utility(folders, metric, out, _width(width))
+    else:
+        files = plot_run_curves(runs, metric, out, root / "runs")
+    show("wrote " + ", ".join(str(f) for f in files))
+
+
+def _width(text: str) -> Literal["column", "page"]:
+    if text not in ("column", "page"):
+        raise FedbenchError(f"--width {text!r}: give column (3.3 in) or page (6.9 in)")
+    return "column" if text == "column" else "page"

@@ -23,6 +23,7 @@ from fedbench.report.collect import (
 )
 from fedbench.report.plots import plot_curves
 from fedbench.report.privacy_cells import legend_lines, method_labels
+from fedbench.report.privacy_utility import has_budgets, plot_privacy_utility
 from fedbench.report.ran import (
     KIND_FACTS,
     Cfg,
@@ -201,7 +202,8 @@ def build_report(
     metrics: Sequence[str] = (),
     ci: bool = False,
 ) -> Report:
-    """Write summary.csv, table.csv, table.md, table.tex and curves.png into `folder`.
+    """Write summary.csv, table.csv, table.md, table.tex and curves.png (with curves.pdf and
+    curves.caption.txt) into `folder`.
 
     paper_numbers: also put the paper's numbers into table.tex (a separate, labelled block);
     table.md, table.csv and the terminal always show them apart from ours.
@@ -282,8 +284,10 @@ def build_report(
     label = re.sub(r"[^A-Za-z0-9:-]+", "-", folder.name)
     write_file(files[3], to_latex(view, label, paper_numbers=paper_numbers))
     column_titles = {s: labels[s][0] for s in labels}
-    if plot_curves(curves, folder / "curves.png", view, column_titles, list(table.methods)):
-        files.append(folder / "curves.png")
+    files += plot_curves(curves, folder / "curves.png", view, column_titles, list(table.methods))
+    if has_budgets(summary):  # a private row at two budgets or more: metric against epsilon
+        figure = folder / "privacy_utility.png"
+        files += plot_privacy_utility([folder], table.metrics[0], figure, "column")
     return Report(folder, summary, to_wide(view), to_rich(view), files, view)
 
 

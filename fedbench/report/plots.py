@@ -1,7 +1,8 @@
 """curves.png: train loss and test accuracy per round, mean over seeds with a ±1 std band per
-method, one column of panels per setting titled by what ran in it, and the what-ran sentence
-under the title (matplotlib, Agg backend: no display needed). Also `fedbench plot`: the curves
-of any run folders overlaid."""
+method, one column of panels per setting titled by what ran in it; what ran, the seeds and
+each private row's epsilon go to the caption (curves.caption.txt and the files' metadata), not
+into the plot area. Also `fedbench plot RUN...`: the curves of any run folders overlaid. The
+look (sizes, fonts, plain ticks) is fedbench.report.style's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from fedbench.files import save_figure
+from fedbench.report import style
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -23,21 +24,22 @@ if TYPE_CHECKING:
 
 CURVE_METRICS = [("train_loss", "train loss"), ("test_acc", "test accuracy (%)")]
 LOG_SCALE = {"train_loss", "test_loss"}
-#: Characters per line of a legend entry.
-LEGEND_CHARS = 24
+#: Inches per row of panels, and the most panels a page's width holds side by side (wider
+#: figures grow by PANEL_IN a panel).
+ROW_IN = 1.75
+PAGE_PANELS = 4
+PANEL_IN = 1.7
+#: Characters per line of a panel title at 9 pt in a panel of about 1.7 in.
+TITLE_CHARS = 30
 
 
-def _plot_method(
-    ax: Axes, runs: pd.DataFrame, metric: str, color: str, labels: dict[str, str]
-) -> None:
-    """One method's mean over seeds per round with a +-1 std band (nothing without data),
-    labelled `labels[method]` (a private row's says its epsilon) or by the method."""
+def _plot_method(ax: Axes, runs: pd.DataFrame, metric: str, color: str, label: str) -> None:
+    """One method's mean over seeds per round with a +-1 std band (nothing without data)."""
     data = runs.dropna(subset=[metric])
     if data.empty:
         return
     stats = data.groupby("round")[metric].agg(["mean", "std"]).fillna(0.0)
-    method = str(data["method"].iloc[0])
-    ax.plot(stats.index, stats["mean"], label=labels.get(method, method), color=color, lw=1.5)
+    ax.plot(stats.index, stats["mean"], label=label, color=color)
     ax.fill_between(
         stats.index,
         stats["mean"] - stats["std"],
@@ -60,13 +62,19 @@ def _legend_entries(axes: Iterable[Axes]) -> tuple[list[Artist], list[str]]:
     return handles, labels
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+def curves_caption(view: View, methods: list[str]) -> str:
+    """The caption of curves.png: what is drawn, what ran, and each private row's privacy
+    (its epsilon, delta and accounting status: the legend names the rows only)."""
+    private = [view.method_labels[m] for m in methods if view.method_labels.get(m, m) != m]
+    text = (
+        "Train loss and test accuracy per round: mean over seeds, band ±1 sample std. "
+        f"What ran: {view.ran}. {view.details}."
+    )
+    for name, line in view.ran_lines()[1:]:
+        text += f" {name}: {line}."
+    if private:
+        text += f" Privacy: {'; '.join(private)}."
+    return text
 
 
 def plot_curves(
@@ -75,45 +83,43 @@ def plot_curves(
     view: View,
     column_titles: dict[str, str],
     methods: list[str],
-) -> bool:
-    """Write the figure; False (nothing written) when no run has evaluations yet."""
+) -> list[Path]:
+    """Write curves.png, curves.pdf and curves.caption.txt; [] (nothing written) when no run
+    has evaluations yet. One setting: a column's width; more: the page's."""
     if curves.empty:
-        return False
-    plt = _pyplot()
+        return []
     settings = list(dict.fromkeys(curves["setting"]))
-    # Legend entries wrapped (a private row's says its epsilon), and room for the widest line.
-    labels = {m: textwrap.fill(view.method_labels.get(m, m), LEGEND_CHARS) for m in methods}
-    widest = max((len(x) for v in labels.values() for x in v.split("\n")), default=0)
-    legend_in = max(1.4, 0.7 + 0.075 * widest)  # the line sample, then ~0.075 in a character
-    fig, axes = plt.subplots(
-        len(CURVE_METRICS),
-        len(settings),
-        figsize=(4.2 * len(settings) + legend_in + 0.1, 3.2 * len(CURVE_METRICS) + 0.6),
-        squeeze=False,
-        sharex="col",
-    )
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     present = [m for m in methods if m in set(curves["method"])]
-    for col, setting in enumerate(settings):
-        sub = curves[curves["setting"] == setting]
-        for row, (metric, label) in enumerate(CURVE_METRICS):
-            ax = axes[row][col]
-            for i, method in enumerate(present):
-                color = colors[i % len(colors)]
-                _plot_method(ax, sub[sub["method"] == method], metric, color, labels)
-            if row == 0:
-                ax.set_title(column_titles.get(setting, setting), fontsize=10)
-            _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
-    handles, entries = _legend_entries(axes.flat)
-    fig.legend(handles, entries, loc="center right", fontsize=9, frameon=False)
-    width = max(60, int(fig.get_figwidth() * 13))
-    ran = textwrap.fill(f"what ran: {view.ran}. {view.details}.", width)
-    fig.suptitle(f"{view.title}\n{ran}", fontsize=9)
-    top = 1 - (0.35 + 0.16 * ran.count("\n")) / fig.get_figheight()
-    fig.tight_layout(rect=(0, 0, 1 - legend_in / fig.get_figwidth(), top))
-    _save(fig, path)
-    plt.close(fig)
-    return True
+    if len(settings) == 1:
+        width = style.WIDTHS["column"]
+    else:
+        width = max(style.WIDTHS["page"], PANEL_IN * len(settings))
+    with style.paper_style() as plt:
+        fig, axes = plt.subplots(
+            len(CURVE_METRICS),
+            len(settings),
+            figsize=(width, ROW_IN * len(CURVE_METRICS) + 0.45),
+            squeeze=False,
+            sharex="col",
+            layout="constrained",
+        )
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for col, setting in enumerate(settings):
+            sub = curves[curves["setting"] == setting]
+            for row, (metric, label) in enumerate(CURVE_METRICS):
+                ax = axes[row][col]
+                for i, method in enumerate(present):
+                    color = colors[i % len(colors)]
+                    _plot_method(ax, sub[sub["method"] == method], metric, color, method)
+                if row == 0 and len(settings) > 1:
+                    title = column_titles.get(setting, setting)
+                    ax.set_title(textwrap.fill(title, TITLE_CHARS))
+                _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
+        handles, entries = _legend_entries(axes.flat)
+        fig.legend(handles, entries, loc="outside lower center", ncol=min(len(entries), 4))
+        files = style.save(fig, path, curves_caption(view, present), view.title)
+        plt.close(fig)
+    return files
 
 
 def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
@@ -123,37 +129,36 @@ def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
         ax.set_ylabel(label)
     if metric in LOG_SCALE:
         ax.set_yscale("log")
-    ax.grid(alpha=0.3)
+    style.plain_ticks(ax, "y")
+    style.plain_ticks(ax, "x")
 
 
-def _save(fig: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path, dpi=110)
+def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: str) -> list[Path]:
+    """`fedbench plot RUN...`: one line per run (label -> its metrics.jsonl rows), metric vs
+    round, at the page's width, the legend under the axes (labels name the settings that tell
+    the runs apart); the title goes to the caption file and the metadata."""
+    with style.paper_style() as plt:
+        rows = max(1, (len(series) + 1) // 2)
+        fig, ax = plt.subplots(
+            figsize=(style.WIDTHS["page"], 2.6 + 0.16 * rows), layout="constrained"
+        )
+        for name, data in series.items():
+            data = data.dropna(subset=[metric])
+            marker = "." if len(data) < 30 else None
+            ax.plot(data["round"], data[metric], label=textwrap.fill(name, 60), marker=marker)
+        _style(ax, metric, metric.replace("_", " "), True, True)
+        fig.legend(loc="outside lower center", ncol=2 if len(series) > 1 else 1)
+        files = style.save(fig, path, f"{title}.", title)
+        plt.close(fig)
+    return files
 
 
-def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: str) -> None:
-    """`fedbench plot`: one line per run (label -> its metrics.jsonl rows), metric vs round,
-    the legend under the axes (labels name the settings that tell the runs apart)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.5))
-    for name, rows in series.items():
-        data = rows.dropna(subset=[metric])
-        marker = "." if len(data) < 30 else None
-        ax.plot(data["round"], data[metric], label=textwrap.fill(name, 100), lw=1.5, marker=marker)
-    _style(ax, metric, metric.replace("_", " "), True, True)
-    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.14))
-    ax.set_title(textwrap.fill(title, 90), fontsize=9)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")  # "tight": room for the legend below
-    plt.close(fig)
-
-
-def plot_run_curves(runs: list[str], metric: str, path: Path, runs_root: Path) -> None:
-    """`fedbench plot`: RUNS (folders, or run ids under RUNS_ROOT) overlaid into the PNG at
-    PATH, titled by the fields that tell them apart."""
+def plot_run_curves(runs: list[str], metric: str, path: Path, runs_root: Path) -> list[Path]:
+    """`fedbench plot RUN...`: RUNS (folders, or run ids under RUNS_ROOT) overlaid into the PNG
+    at PATH (and its PDF and caption), titled by the fields that tell them apart."""
     from fedbench.report.runs import check_metric, read_curves
 
     series, keys = read_curves(runs, runs_root)
     check_metric(series, metric)
     title = f"{metric} per round" + (f"; runs differ in {', '.join(keys)}" if keys else "")
-    plot_runs(series, metric, path, title)
+    return plot_runs(series, metric, path, title)
