@@ -22,7 +22,7 @@ from fedbench.report.collect import (
     with_metrics,
 )
 from fedbench.report.plots import plot_curves
-from fedbench.report.privacy_cells import legend_lines, method_labels
+from fedbench.report.privacy_cells import legend_lines, method_labels, privacy_note
 from fedbench.report.privacy_utility import has_budgets, plot_privacy_utility
 from fedbench.report.ran import (
     KIND_FACTS,
@@ -274,6 +274,7 @@ def build_report(
         privacy=legend_lines(runs),
         ci=ci,
         method_labels=method_labels(runs, list(table.methods)),
+        privacy_note=privacy_note(runs),
     )
     files = [folder / name for name in ("summary.csv", "table.csv", "table.md", "table.tex")]
     # Each file atomically (fedbench.files): a full disk or a kill keeps the previous report.

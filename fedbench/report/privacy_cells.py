@@ -119,3 +119,38 @@ def method_labels(runs: pd.DataFrame, methods: list[str]) -> dict[str, str]:
         status = " / ".join(dict.fromkeys(s for s in mine["accounting"] if s))
         labels[method] = f"{method} (ε {eps}, δ {deltas}" + (f", {status})" if status else ")")
     return labels
+
+
+def privacy_note(runs: pd.DataFrame) -> str:
+    """table.tex's footnote of a table with private rows, in one sentence: what ε is, δ once,
+    and the accounting status with the engine's reason (naming the rows where they differ):
+    'ε: the privacy a cell spent (each run's worst client, by its accountant), the largest over
+    the cell's seeds, at δ = 1e-05; accounting: exact (Poisson batch sampling ...)'; '' without
+    DP."""
+    if not private_rows(runs):
+        return ""
+    done = runs[(runs["status"] == "completed") & runs["epsilon"].notna()]
+    deltas = " or ".join(dict.fromkeys(f"{d:g}" for d in done["delta"] if not math.isnan(d)))
+    by_status: dict[str, list[str]] = {}
+    for method, status, why in zip(
+        done["method"], done["accounting"], done["accounting_why"], strict=True
+    ):
+        if status:
+            rows = by_status.setdefault(f"{status} ({why})" if why else status, [])
+            if method not in rows:
+                rows.append(method)
+    every = list(dict.fromkeys(done["method"]))
+    if len(by_status) == 1 and next(iter(by_status.values())) == every:
+        status = f"accounting: {next(iter(by_status))}"
+    else:
+        status = "; ".join(f"accounting of {', '.join(m)}: {s}" for s, m in by_status.items())
+    text = (
+        "ε: the privacy a cell spent (each run's worst client, by its accountant), the largest "
+        f"over the cell's seeds, at δ = {deltas or '?'}"
+    )
+    plain = (runs["status"] == "completed") & runs["epsilon"].isna()
+    return (
+        text
+        + (f"; {status}" if status else "")
+        + (f"; {NO_DP}: a row without DP" if plain.any() else "")
+    )

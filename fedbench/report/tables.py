@@ -276,6 +276,9 @@ class Cell:
     text: str
     best: bool = False
     tie: bool | None = None
+    #: The cell where a footnote says the rest (table.tex): an epsilon cell's value without its
+    #: delta and accounting status; '' where the text is the cell.
+    short: str = ""
 
 
 @dataclass
@@ -318,6 +321,9 @@ class View:
     privacy: list[str] = field(default_factory=list)
     #: A plot's legend entry per row: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
     method_labels: dict[str, str] = field(default_factory=dict)
+    #: table.tex's footnote of a table with private rows: what ε is, δ and the accounting
+    #: status, once (privacy_cells.privacy_note); '' without DP.
+    privacy_note: str = ""
 
     def ran_lines(self) -> list[tuple[str, str]]:
         """(name, text) of what ran, the rows' and the columns' settings, each when present."""
@@ -340,8 +346,8 @@ class View:
     def has_paper(self) -> bool:
         return bool(self.paper_label) and any(self.paper.values())
 
-    def short_legend(self) -> str:
-        """The legend in one sentence, for a caption."""
+    def short_legend(self, privacy: bool = True) -> str:
+        """The legend in one sentence, for a caption (`privacy`: with the privacy legend)."""
         if self.one_seed == "all":
             text = "Values of 1 seed (no std, no bold)"
         else:
@@ -353,7 +359,7 @@ class View:
             text += f"; ≈: within noise of the best ({self.tests_text()}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
             text += "; comm: uploads per client-round in units of d"
-        return text + "." + "".join(f" {line}." for line in self.privacy)
+        return text + "." + "".join(f" {line}." for line in (self.privacy if privacy else []))
 
     def legend(self, best_mark: str = "") -> list[str]:
         """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
@@ -428,7 +434,10 @@ def build_view(
                 tie = None if row["tie"] is None or pd.isna(row["tie"]) else bool(row["tie"])
                 tested |= tie is not None
                 key = (row["method"], group.setting_json, metric)
-                cells[key] = Cell(row["cell"], bool(row["best"]), tie)
+                short = ""
+                if metric == "epsilon":  # table.tex: the value; delta and status in a footnote
+                    short = fmt(row["epsilon"], metric) if row["n"] else row["cell"]
+                cells[key] = Cell(row["cell"], bool(row["best"]), tie, short)
                 paper[key] = row["paper"]
     enough = bool(len(summary)) and bool((summary["n"] >= MIN_SEEDS).any())
     tests = {k: int((summary["test"] == k).sum()) for k in TEST_NAMES} if len(summary) else {}
@@ -593,7 +602,7 @@ TEX_METRICS = {
     "relative_drift": "Drift / $\\|\\bar\\Delta\\|^2$",
     "v_spread": "$v$ spread",
     "local_step_ratio": "Step RMS / lr",
-    "epsilon": r"$\varepsilon$ ($\delta$, accounting)",
+    "epsilon": r"$\varepsilon$",  # delta and the accounting status: in the note under the table
 }
 
 
@@ -603,64 +612,136 @@ def tex_escape(text: str) -> str:
 
 
 def _tex_cell(cell: Cell | None) -> str:
-    """A LaTeX cell: the text escaped, then marked as in every other format (`_decorated`)."""
-    escaped = None if cell is None else replace(cell, text=tex_escape(cell.text))
+    """A LaTeX cell: the text escaped (its short form where it has one), then marked as in
+    every other format (`_decorated`)."""
+    if cell is None:
+        return _decorated(None, (r"\textbf{", "}"), r"$^{\approx}$")
+    escaped = replace(cell, text=tex_escape(cell.short or cell.text))
     return _decorated(escaped, (r"\textbf{", "}"), r"$^{\approx}$")
 
 
+#: The mark of the header that table.tex's privacy footnote explains.
+TEX_PRIVACY_MARK = r"$^\dagger$"
+
+
+def _shared_epsilon(view: View, group: HeaderGroup) -> str:
+    """The epsilon every row of a column spent, as shown ('2.00'), when they all agree (it then
+    goes into the column's header instead of a column of its own); '' otherwise."""
+    if "epsilon" not in group.metrics or group.setting_json is None:
+        return ""
+    cells = [view.cells.get((m, group.setting_json, "epsilon")) for m in view.methods]
+    shown = {c.short for c in cells if c is not None and c.short}
+    numeric = all(c is not None and c.short and c.text != c.short for c in cells)
+    return next(iter(shown)) if numeric and len(shown) == 1 else ""
+
+
+def _tex_groups(view: View) -> list[tuple[HeaderGroup, str]]:
+    """The header groups as table.tex shows them: a column whose rows all spent the same
+    epsilon loses its epsilon sub-column, and its header says the value (the second item)."""
+    out = []
+    for group in view.groups:
+        shared = _shared_epsilon(view, group)
+        if shared and len(group.metrics) > 1:
+            group = replace(group, metrics=[m for m in group.metrics if m != "epsilon"])
+        else:
+            shared = ""
+        out.append((group, shared))
+    return out
+
+
+def _tex_group_label(group: HeaderGroup, shared: str, paper: bool) -> str:
+    label = tex_escape(group.paper_label if paper else group.label)
+    if not shared or paper:
+        return label
+    note = rf"$\varepsilon$ {shared}{TEX_PRIVACY_MARK}"
+    return f"{label} ({note})" if label else note
+
+
 def _tex_tabular(view: View, paper: bool) -> list[str]:
-    """One booktabs tabular: a \\multicolumn group per setting with metric subheaders."""
-    ncols = sum(len(g.metrics) for g in view.groups)
+    """One booktabs tabular: a \\multicolumn group per setting with metric subheaders, one line
+    per row."""
+    groups = _tex_groups(view)
+    ncols = sum(len(g.metrics) for g, _ in groups)
     lines = [r"\begin{tabular}{l" + "c" * ncols + "}", r"\toprule"]
-    if any(g.label for g in view.groups):
+    if any(g.label or shared for g, shared in groups):
         tops, rules, start = [""], [], 2
-        for group in view.groups:
+        for group, shared in groups:
             width = len(group.metrics)
-            label = tex_escape(group.paper_label if paper else group.label)
+            label = _tex_group_label(group, shared, paper)
             tops.append(rf"\multicolumn{{{width}}}{{c}}{{{label}}}")
             if label:
                 rules.append(rf"\cmidrule(lr){{{start}-{start + width - 1}}}")
             start += width
         lines.append(" & ".join(tops) + r" \\")
         lines.append(" ".join(rules))
-    subs = [TEX_METRICS.get(m, tex_escape(m)) for g in view.groups for m in g.metrics]
+    subs = [
+        TEX_METRICS.get(m, tex_escape(m)) + (TEX_PRIVACY_MARK if m == "epsilon" else "")
+        for g, _ in groups
+        for m in g.metrics
+    ]
     lines.append("Method & " + " & ".join(subs) + r" \\")
     lines.append(r"\midrule")
-    for cells in _rows(view, paper, _tex_cell, tex_escape):
+    shown = replace(view, groups=[g for g, _ in groups])
+    for cells in _rows(shown, paper, _tex_cell, tex_escape):
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return lines
 
 
+def _tex_caption(view: View) -> str:
+    """One sentence: the table's title and what its cells are."""
+    cells = "values of 1 seed" if view.one_seed == "all" else "mean ± std over seeds"
+    return f"{view.title}: {cells}."
+
+
+def _tex_note(view: View, paper_numbers: bool) -> str:
+    """The \\footnotesize note under the table: the privacy footnote, what ran (setting, preset,
+    seeds, --set, rows, columns), the legend and the paper's caveat (the table's `note:`, often
+    a paragraph, stays in table.md)."""
+    parts = []
+    if view.privacy_note:
+        parts.append(f"{TEX_PRIVACY_MARK}{tex_escape(view.privacy_note)}.")
+    more = "".join(f" {name}: {text}." for name, text in view.ran_lines()[1:])
+    text = f"What ran: {view.ran}; {view.details}.{more} {view.short_legend(privacy=False)}"
+    if view.has_paper and paper_numbers:
+        text += f" Below: {view.paper_label}, as reported. " + (
+            view.paper_caveat or "The same setting as above."
+        )
+    parts.append(tex_escape(text))
+    return " ".join(parts)
+
+
 def to_latex(view: View, label: str, paper_numbers: bool = False) -> str:
     """table.tex: booktabs (\\usepackage{booktabs}), one \\multicolumn group per setting with
-    metric subheaders, a caption from the resolved configs and the legend; with paper_numbers
-    the paper's numbers follow as a second, labelled tabular (never inline with ours), and the
-    caption carries the caveat when the paper's setting differs."""
-    more = "".join(f" {name}: {text}." for name, text in view.ran_lines()[1:])
-    caption = [f"{view.title}. What ran: {view.ran}; {view.details}.{more}", view.short_legend()]
+    metric subheaders and one source line per row; a one-sentence caption, and under the table
+    a \\footnotesize note with the setting (what ran), the legend and, for private rows, what
+    epsilon is with delta and the accounting status (once: the epsilon cells hold the value,
+    or the header does where a column's rows share it). With paper_numbers the paper's
+    numbers follow as a second, labelled tabular (never inline with ours), and the note
+    carries the caveat when the paper's setting differs. No package beyond booktabs (and
+    graphicx for a table of more than five columns, scaled to the text width)."""
     blocks = ["\n".join(_tex_tabular(view, paper=False))]
     if view.has_paper and paper_numbers:
-        caption.append(
-            f"Below: {view.paper_label}, as reported. "
-            + (view.paper_caveat or "The same setting as above.")
-        )
         blocks.append(rf"\textit{{{tex_escape(view.paper_label)}}}")
         blocks.append("\n".join(_tex_tabular(view, paper=True)))
     body = blocks[0]
     if len(blocks) > 1:  # stacked in a one-column tabular, so that \resizebox scales them all
         body = "\\begin{tabular}{@{}c@{}}\n" + " \\\\[0.5em]\n".join(blocks) + "\n\\end{tabular}"
-    if sum(len(g.metrics) for g in view.groups) > 5:  # many columns: fit the text width
+    wide = sum(len(g.metrics) for g, _ in _tex_groups(view)) > 5
+    if wide:  # many columns: fit the text width
         body = "\\resizebox{\\linewidth}{!}{%\n" + body + "}"
+    packages = "booktabs, graphicx" if wide else "booktabs"
     lines = [
-        "% fedbench report; needs \\usepackage{booktabs} (and graphicx for \\resizebox)",
+        f"% fedbench report; needs \\usepackage{{{packages}}} (compiles with the article class)",
         r"\begin{table}[t]",
         r"\centering",
-        rf"\caption{{{tex_escape(' '.join(caption))}}}",
+        rf"\caption{{{tex_escape(_tex_caption(view))}}}",
         rf"\label{{tab:{label}}}",
         r"\small",
         r"\setlength{\tabcolsep}{4pt}",
         body,
+        r"\par\smallskip",
+        rf"{{\footnotesize\raggedright {_tex_note(view, paper_numbers)}\par}}",
         r"\end{table}",
     ]
     return "\n".join(lines) + "\n"

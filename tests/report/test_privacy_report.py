@@ -75,9 +75,16 @@ def test_dp_table_carries_epsilon_delta_and_accounting_per_cell(tmp_path: Path) 
     wide = pd.read_csv(folder / "table.csv")
     [epsilon_column] = [c for c in wide.columns if "ε" in c]
     assert list(wide[epsilon_column]) == ["no DP", cell]
+    # table.tex: the epsilon cell holds the value; delta and the status are said once, in the
+    # note under the table (issue 47: every cell used to repeat them).
     tex = (folder / "table.tex").read_text()
-    assert r"3.50 ($\delta$ 1e-05, approximate)" in tex and r"$\varepsilon$" in tex
-    assert "accounting of DP-FedAvg: approximate" in tex  # the caption's legend
+    assert r"DP-FedAvg & 41.00 $\pm$ 1.00 & 3.50 \\" in tex
+    assert r"Local SGD & \textbf{61.00 $\pm$ 1.00} & no DP \\" in tex
+    assert "1e-05, approximate" not in tex and tex.count("approximate") == 1
+    assert (
+        r"at $\delta$ = 1e-05; accounting: approximate (fixed-size batches are accounted as "
+        r"Poisson sampling at q = B/n\_i); no DP: a row without DP" in tex
+    )
     # summary.csv: privacy columns on every row of a cell, empty for the row without DP.
     long = pd.read_csv(folder / "summary.csv")
     acc = long[long["metric"] == "test_acc"].set_index("method")

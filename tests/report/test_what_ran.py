@@ -389,7 +389,12 @@ def test_an_own_table_names_every_setting_that_ran_where_it_applies(tmp_path: Pa
     assert "| method | Dir-0.1: acc (%) | Dir-0.1: train loss | shards 2/client: acc (%) |" in md
     assert "kind=" not in md
     tex = (folder / "table.tex").read_text()
-    assert r"\caption{Digits 14x14: Dirichlet-0.1 vs 2 shards per client. What ran:" in tex
+    # One sentence of caption; what ran in the \footnotesize note under the table (issue 47).
+    caption = (
+        r"\caption{Digits 14x14: Dirichlet-0.1 vs 2 shards per client: mean $\pm$ std over seeds.}"
+    )
+    assert caption in tex
+    assert r"{\footnotesize\raggedright What ran: digits" in tex
     assert (
         r"data.image\_size=14" in tex
         and r"Rows: Local SGD: fedavg, lr=0.1; FedAdamW: fedadamw" in tex
