@@ -16,6 +16,7 @@ from fedbench.runner.sweep import write_plan
 from fedbench.runner.table_config import expand, parse_table_config
 from tests.conftest import tiny_table_data
 from tests.report.helpers import fake_run
+from tests.report.test_privacy_report import _dp_folder
 
 ACC = {
     "Local SGD": [50.0, 54.0, 61.0],
@@ -188,3 +189,42 @@ def test_an_exact_comparison_is_no_member_of_the_holm_family(tmp_path: Path, run
     code, out, err = run_cli("compare", *sides)
     assert code == 0, err
     assert "over the 4 tests of this comparison" in out and "exact: 2 comparisons" in out
+
+
+def test_two_sweeps_of_one_table_are_named_by_folder_and_their_differences(
+    tmp_path: Path, run_cli
+) -> None:
+    """Issue 47: two --out folders of one table both read `t:Local SGD`; the sides are now named
+    by as much of their path as tells them apart, and the settings that differ are listed."""
+    data = tiny_table_data()
+    data["table"] = "t"
+    data["seeds"] = [0, 1, 2]
+    folders = []
+    for out, overrides in (("first", []), ("second", ["algorithm.lr=0.05", "fl.rounds=4"])):
+        plan = expand(parse_table_config(data), methods=["Local SGD"], overrides=overrides)
+        for run in plan.runs:
+            fake_run(tmp_path / out / "runs" / run.run_id, run.cfg, 60.0 + run.seed)
+        write_plan(plan, tmp_path / out / plan.name)
+        folders.append(tmp_path / out / plan.name)
+    [c] = compare([f"{folders[0]}:Local SGD", f"{folders[1]}:Local SGD"])
+    assert (c.a.label, c.b.label) == ("first/t:Local SGD", "second/t:Local SGD")
+    code, out, err = run_cli("compare", f"{folders[0]}:Local SGD", f"{folders[1]}:Local SGD")
+    assert code == 0, err
+    assert (
+        "first/t:Local SGD (A) vs second/t:Local SGD (B) differ in: algorithm.lr 0.1 vs 0.05; "
+        "fl.rounds 3 vs 4; --set none vs algorithm.lr=0.05, fl.rounds=4" in out
+    )
+    # Rows of one folder keep the folder's name alone, and the row's own settings differ.
+    one = _folder(tmp_path / "c", "u", ACC)
+    code, out, err = run_cli("compare", f"{one}:FedAdamW", f"{one}:Local SGD")
+    assert (
+        "u:FedAdamW (A) vs u:Local SGD (B) differ in: algorithm.lr 0.01 vs 0.1; algorithm.name "
+        "fedadamw vs fedavg; algorithm.weight_decay 0.01 vs 0.001" in out
+    )  # FedAdamW's own fields (alpha, beta2, ...) are not differences: fedavg has none
+    private = _dp_folder(tmp_path / "dp")
+    code, out, err = run_cli("compare", f"{private}:DP-FedAvg", f"{private}:Local SGD")
+    assert code == 0, err
+    assert (
+        "DP-FedAvg (A) vs tiny:Local SGD (B) differ in: algorithm.name dp_fedavg vs fedavg" in out
+    )
+    assert out.rstrip().endswith("; privacy set vs unset")
