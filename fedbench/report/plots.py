@@ -85,41 +85,49 @@ def plot_curves(
     methods: list[str],
 ) -> list[Path]:
     """Write curves.png, curves.pdf and curves.caption.txt; [] (nothing written) when no run
-    has evaluations yet. One setting: a column's width; more: the page's."""
+    has evaluations yet."""
     if curves.empty:
         return []
-    settings = list(dict.fromkeys(curves["setting"]))
     present = [m for m in methods if m in set(curves["method"])]
+    with style.paper_style() as plt:
+        fig = draw_curves(curves, column_titles, present)
+        files = style.save(fig, path, curves_caption(view, present), view.title)
+        plt.close(fig)
+    return files
+
+
+def draw_curves(curves: pd.DataFrame, column_titles: dict[str, str], methods: list[str]) -> Any:
+    """The figure of curves.png: a row of panels per metric, a column per setting (titled
+    by what ran in it, where there are several), one legend under them naming the rows. One
+    setting: a column's width; more: the page's."""
+    settings = list(dict.fromkeys(curves["setting"]))
     if len(settings) == 1:
         width = style.WIDTHS["column"]
     else:
         width = max(style.WIDTHS["page"], PANEL_IN * len(settings))
-    with style.paper_style() as plt:
-        fig, axes = plt.subplots(
-            len(CURVE_METRICS),
-            len(settings),
-            figsize=(width, ROW_IN * len(CURVE_METRICS) + 0.45),
-            squeeze=False,
-            sharex="col",
-            layout="constrained",
-        )
-        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        for col, setting in enumerate(settings):
-            sub = curves[curves["setting"] == setting]
-            for row, (metric, label) in enumerate(CURVE_METRICS):
-                ax = axes[row][col]
-                for i, method in enumerate(present):
-                    color = colors[i % len(colors)]
-                    _plot_method(ax, sub[sub["method"] == method], metric, color, method)
-                if row == 0 and len(settings) > 1:
-                    title = column_titles.get(setting, setting)
-                    ax.set_title(textwrap.fill(title, TITLE_CHARS))
-                _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
-        handles, entries = _legend_entries(axes.flat)
-        fig.legend(handles, entries, loc="outside lower center", ncol=min(len(entries), 4))
-        files = style.save(fig, path, curves_caption(view, present), view.title)
-        plt.close(fig)
-    return files
+    plt = style.pyplot()
+    fig, axes = plt.subplots(
+        len(CURVE_METRICS),
+        len(settings),
+        figsize=(width, ROW_IN * len(CURVE_METRICS) + 0.45),
+        squeeze=False,
+        sharex="col",
+        layout="constrained",
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for col, setting in enumerate(settings):
+        sub = curves[curves["setting"] == setting]
+        for row, (metric, label) in enumerate(CURVE_METRICS):
+            ax = axes[row][col]
+            for i, method in enumerate(methods):
+                color = colors[i % len(colors)]
+                _plot_method(ax, sub[sub["method"] == method], metric, color, method)
+            if row == 0 and len(settings) > 1:
+                ax.set_title(textwrap.fill(column_titles.get(setting, setting), TITLE_CHARS))
+            _style(ax, metric, label, row == len(CURVE_METRICS) - 1, col == 0)
+    handles, entries = _legend_entries(axes.flat)
+    fig.legend(handles, entries, loc="outside lower center", ncol=min(len(entries), 4))
+    return fig
 
 
 def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
