@@ -11,7 +11,13 @@ from fedbench.errors import FedbenchError
 
 
 def report(
-    target: Annotated[Path, typer.Argument(help="A table folder OUT/<table>[-<preset>].")],
+    targets: Annotated[
+        list[Path],
+        typer.Argument(
+            help="A table folder OUT/<table>[-<preset>]; or several, merged into one report "
+            "in --out (tables that share a setting and their columns)."
+        ),
+    ],
     paper_numbers: Annotated[
         bool,
         typer.Option(
@@ -32,11 +38,26 @@ def report(
             "--ci", help="Cells also show the 95% interval of the mean (summary.csv has it)."
         ),
     ] = False,
+    out: Annotated[
+        Path | None,
+        out_option("With several table folders: the folder of the merged report.", folder=False),
+    ] = None,
 ) -> None:
-    """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs."""
+    """Rebuild a table folder's report (summary.csv, table.*, curves.png) from its runs, or
+    merge several table folders' rows into one report (--out)."""
     from fedbench.report import build_report
+    from fedbench.report.merge import merge_reports
 
-    result = build_report(target, paper_numbers=paper_numbers, metrics=metric or [], ci=ci)
+    if len(targets) == 1 and out is None:
+        result = build_report(targets[0], paper_numbers=paper_numbers, metrics=metric or [], ci=ci)
+    elif out is None:
+        raise FedbenchError(
+            f"{len(targets)} table folders: give --out DIR, the folder of their merged report"
+        )
+    else:
+        result = merge_reports(
+            list(targets), out, paper_numbers=paper_numbers, metrics=metric or [], ci=ci
+        )
     console.print(result.rich)
     say("wrote " + ", ".join(str(f) for f in result.files))
 

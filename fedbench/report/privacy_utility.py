@@ -177,18 +177,19 @@ def check_shared_setting(sources: list[Source]) -> None:
 
 
 def row_labels(sources: list[Source]) -> dict[tuple[int, str], str]:
-    """(source index, row) -> its label: the row's name, and where two folders have a row of
-    that name, the settings that tell them apart ('DP-FedAvg, lr=0.05'), else the folder."""
+    """(source index, row) -> its label, for every planned row: the row's name, and where two
+    folders have a row of that name, the settings that tell them apart ('DP-FedAvg,
+    lr=0.05'), else the folder."""
     names: dict[str, list[tuple[int, str]]] = {}
     for i, source in enumerate(sources):
-        for method in dict.fromkeys(source.summary["method"]) if len(source.summary) else []:
+        for method in dict.fromkeys(run["method"] for run in source.plan["runs"]):
             names.setdefault(method, []).append((i, method))
     out: dict[tuple[int, str], str] = {}
     for name, rows in names.items():
         if len(rows) == 1:
             out[rows[0]] = name
             continue
-        cfgs = [sources[i].row_configs(m)[0] for i, m in rows]
+        cfgs = [(sources[i].row_configs(m) or [{}])[0] for i, m in rows]
         keys = [k for k in distinguishing(cfgs) if not k.startswith(("privacy", "seed"))]
         for (i, m), cfg in zip(rows, cfgs, strict=True):
             told = label(flatten(cfg), keys) if keys else ""
