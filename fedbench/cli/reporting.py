@@ -1,7 +1,7 @@
 """Commands that read finished runs: report, compare, runs, plot."""
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
@@ -137,17 +137,11 @@ def plot(
     """Overlay the curves of any runs (METRIC per evaluated round, one line per run), or draw
     the privacy-utility figure of table folders (METRIC against epsilon, one line per row)."""
     from fedbench.report.plots import plot_run_curves
-    from fedbench.report.privacy_utility import plot_privacy_utility, table_folders
+    from fedbench.report.privacy_utility import parse_width, plot_privacy_utility, table_folders
 
     folders = table_folders(runs)
     if folders:
-        files = plot_privacy_utility(folders, metric, out, _width(width))
+        files = plot_privacy_utility(folders, metric, out, parse_width(width))
     else:
         files = plot_run_curves(runs, metric, out, root / "runs")
     show("wrote " + ", ".join(str(f) for f in files))
-
-
-def _width(text: str) -> Literal["column", "page"]:
-    if text not in ("column", "page"):
-        raise FedbenchError(f"--width {text!r}: give column (3.3 in) or page (6.9 in)")
-    return "column" if text == "column" else "page"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from fedbench.report import style
+from fedbench.report.style import WIDTHS, paper_style, plain_ticks, pyplot, save
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -89,9 +89,9 @@ def plot_curves(
     if curves.empty:
         return []
     present = [m for m in methods if m in set(curves["method"])]
-    with style.paper_style() as plt:
+    with paper_style() as plt:
         fig = draw_curves(curves, column_titles, present)
-        files = style.save(fig, path, curves_caption(view, present), view.title)
+        files = save(fig, path, curves_caption(view, present), view.title)
         plt.close(fig)
     return files
 
@@ -102,10 +102,10 @@ def draw_curves(curves: pd.DataFrame, column_titles: dict[str, str], methods: li
     setting: a column's width; more: the page's."""
     settings = list(dict.fromkeys(curves["setting"]))
     if len(settings) == 1:
-        width = style.WIDTHS["column"]
+        width = WIDTHS["column"]
     else:
-        width = max(style.WIDTHS["page"], PANEL_IN * len(settings))
-    plt = style.pyplot()
+        width = max(WIDTHS["page"], PANEL_IN * len(settings))
+    plt = pyplot()
     fig, axes = plt.subplots(
         len(CURVE_METRICS),
         len(settings),
@@ -137,26 +137,24 @@ def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
         ax.set_ylabel(label)
     if metric in LOG_SCALE:
         ax.set_yscale("log")
-    style.plain_ticks(ax, "y")
-    style.plain_ticks(ax, "x")
+    plain_ticks(ax, "y")
+    plain_ticks(ax, "x")
 
 
 def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: str) -> list[Path]:
     """`fedbench plot RUN...`: one line per run (label -> its metrics.jsonl rows), metric vs
     round, at the page's width, the legend under the axes (labels name the settings that tell
     the runs apart); the title goes to the caption file and the metadata."""
-    with style.paper_style() as plt:
+    with paper_style() as plt:
         rows = max(1, (len(series) + 1) // 2)
-        fig, ax = plt.subplots(
-            figsize=(style.WIDTHS["page"], 2.6 + 0.16 * rows), layout="constrained"
-        )
+        fig, ax = plt.subplots(figsize=(WIDTHS["page"], 2.6 + 0.16 * rows), layout="constrained")
         for name, data in series.items():
             data = data.dropna(subset=[metric])
             marker = "." if len(data) < 30 else None
             ax.plot(data["round"], data[metric], label=textwrap.fill(name, 60), marker=marker)
         _style(ax, metric, metric.replace("_", " "), True, True)
         fig.legend(loc="outside lower center", ncol=2 if len(series) > 1 else 1)
-        files = style.save(fig, path, f"{title}.", title)
+        files = save(fig, path, f"{title}.", title)
         plt.close(fig)
     return files
 

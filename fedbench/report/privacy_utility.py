@@ -28,10 +28,18 @@ import pandas as pd
 
 from fedbench.errors import FedbenchError
 from fedbench.files import write_file
-from fedbench.report import style
 from fedbench.report.collect import collect, plan_table, read_plan, run_configs, with_metrics
 from fedbench.report.ran import IGNORED_PREFIXES, Cfg, describe, facts, flatten, value_label
 from fedbench.report.runs import distinguishing, label
+from fedbench.report.style import (
+    WIDTHS,
+    Width,
+    paper_style,
+    plain_number,
+    plain_ticks,
+    pyplot,
+    save,
+)
 from fedbench.report.tables import summarise
 from fedbench.runner.table_config import TableConfig
 
@@ -300,15 +308,15 @@ def caption(figure: Figure, sources: list[Source]) -> str:
     return text
 
 
-def draw(figure: Figure, width: style.Width) -> Any:
+def draw(figure: Figure, width: Width) -> Any:
     """The matplotlib figure: one panel per setting, side by side at the page's width,
     stacked at a column's."""
     import numpy as np
 
     count = len(figure.panels)
     across = width == "page"
-    size = (style.WIDTHS["page"], 2.5) if across else (style.WIDTHS["column"], 0.45 + 2.1 * count)
-    plt = style.pyplot()
+    size = (WIDTHS["page"], 2.5) if across else (WIDTHS["column"], 0.45 + 2.1 * count)
+    plt = pyplot()
     fig, axes = plt.subplots(
         1 if across else count,
         count if across else 1,
@@ -352,10 +360,10 @@ def draw(figure: Figure, width: style.Width) -> Any:
             ax.set_xscale("log")
         ax.minorticks_off()
         if len(epsilons) <= MAX_TICKS:
-            ax.set_xticks(epsilons, [style.plain_number(round(e, 2)) for e in epsilons])
+            ax.set_xticks(epsilons, [plain_number(round(e, 2)) for e in epsilons])
         else:
-            style.plain_ticks(ax, "x")
-        style.plain_ticks(ax, "y")
+            plain_ticks(ax, "x")
+        plain_ticks(ax, "y")
         ax.set_xlabel("privacy budget ε")
         if panel and count > 1:
             ax.set_title(panel)
@@ -371,17 +379,17 @@ def draw(figure: Figure, width: style.Width) -> Any:
 
 
 def plot_privacy_utility(
-    folders: list[Path], metric: str, path: Path, width: style.Width = "column"
+    folders: list[Path], metric: str, path: Path, width: Width = "column"
 ) -> list[Path]:
     """Write the figure of FOLDERS (table folders) to PATH (PNG), its PDF, caption and CSV;
     return the paths written."""
     sources = [Source.read(folder, metric) for folder in folders]
     check_shared_setting(sources)
     figure = build(sources, metric)
-    title = "Privacy-utility: " + ", ".join(s.table.title or s.table.table for s in sources)
-    with style.paper_style() as plt:
+    title = "Privacy-utility: " + " + ".join(s.table.title or s.table.table for s in sources)
+    with paper_style() as plt:
         drawn = draw(figure, width)
-        files = style.save(drawn, path, caption(figure, sources), title)
+        files = save(drawn, path, caption(figure, sources), title)
         plt.close(drawn)
     csv = path.with_suffix(".csv")
     write_file(csv, figure.table().to_csv(index=False))
@@ -397,6 +405,16 @@ def has_budgets(summary: pd.DataFrame) -> bool:
     panels = [_panel(json.loads(s)) for s in private["setting_json"]]
     counts = private.assign(panel=panels).groupby(["method", "panel"])["epsilon"].nunique()
     return bool((counts >= 2).any())
+
+
+def parse_width(text: str) -> Width:
+    """`fedbench plot --width`: column (3.3 in) or page (6.9 in); anything else is a one-line
+    error."""
+    if text == "column":
+        return "column"
+    if text == "page":
+        return "page"
+    raise FedbenchError(f"--width {text!r}: give column (3.3 in) or page (6.9 in)")
 
 
 def table_folders(targets: list[str]) -> list[Path]:
