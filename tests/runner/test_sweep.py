@@ -49,7 +49,11 @@ def test_end_to_end_tiny_sweep_skip_and_report(tmp_path: Path):
 
     report = build_report(result.folder)
     names = {f.name for f in report.files}
-    assert names == {"summary.csv", "table.csv", "table.md", "table.tex", "curves.png"}
+    assert names == {"summary.csv", "table.csv", "table.md", "table.tex"} | {
+        "curves.png",
+        "curves.pdf",
+        "curves.caption.txt",
+    }
     table_md = (result.folder / "table.md").read_text()
     assert "unsupported: " in table_md and "BatchNorm" in table_md
     assert "diverged" in table_md
