@@ -288,7 +288,7 @@ def build_report(
     files += plot_curves(curves, folder / "curves.png", view, column_titles, list(table.methods))
     if has_budgets(summary):  # a private row at two budgets or more: metric against epsilon
         figure = folder / "privacy_utility.png"
-        files += plot_privacy_utility([folder], table.metrics[0], figure, "column")
+        files += plot_privacy_utility([folder], table.metrics[0], figure, "column", runs_root)
     return Report(folder, summary, to_wide(view), to_rich(view), files, view)
 
 

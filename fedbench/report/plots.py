@@ -131,6 +131,9 @@ def draw_curves(curves: pd.DataFrame, column_titles: dict[str, str], methods: li
 
 
 def _style(ax: Any, metric: str, label: str, bottom: bool, left: bool) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))  # no round 2.5
     if bottom:
         ax.set_xlabel("round")
     if left:
@@ -154,7 +157,8 @@ def plot_runs(series: dict[str, pd.DataFrame], metric: str, path: Path, title: s
             ax.plot(data["round"], data[metric], label=textwrap.fill(name, 60), marker=marker)
         _style(ax, metric, metric.replace("_", " "), True, True)
         fig.legend(loc="outside lower center", ncol=2 if len(series) > 1 else 1)
-        files = save(fig, path, f"{title}.", title)
+        caption = f"{title}: each run's evaluations as its metrics.jsonl records them."
+        files = save(fig, path, caption, title)
         plt.close(fig)
     return files
 

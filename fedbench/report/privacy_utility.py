@@ -74,12 +74,14 @@ class Source:
     configs: dict[str, Cfg]
 
     @classmethod
-    def read(cls, folder: Path, metric: str) -> Source:
+    def read(cls, folder: Path, metric: str, runs_root: Path | None = None) -> Source:
+        """The folder's runs under RUNS_ROOT (default: its sibling runs/ folder)."""
         plan = read_plan(folder)
         table = with_metrics(plan_table(plan), [metric])
-        runs, _ = collect(folder, None, table)
+        runs_root = runs_root or folder.parent / "runs"
+        runs, _ = collect(folder, runs_root, table)
         summary = summarise(runs, table, ci=True)
-        configs = run_configs(plan, folder.parent / "runs")
+        configs = run_configs(plan, runs_root)
         return cls(folder, plan, table, summary, runs, configs)
 
     def row_configs(self, method: str) -> list[Cfg]:
@@ -379,11 +381,15 @@ def draw(figure: Figure, width: Width) -> Any:
 
 
 def plot_privacy_utility(
-    folders: list[Path], metric: str, path: Path, width: Width = "column"
+    folders: list[Path],
+    metric: str,
+    path: Path,
+    width: Width = "column",
+    runs_root: Path | None = None,
 ) -> list[Path]:
-    """Write the figure of FOLDERS (table folders) to PATH (PNG), its PDF, caption and CSV;
-    return the paths written."""
-    sources = [Source.read(folder, metric) for folder in folders]
+    """Write the figure of FOLDERS (table folders, their runs under RUNS_ROOT, default each
+    folder's sibling runs/) to PATH (PNG), its PDF, caption and CSV; return the paths written."""
+    sources = [Source.read(folder, metric, runs_root) for folder in folders]
     check_shared_setting(sources)
     figure = build(sources, metric)
     title = "Privacy-utility: " + " + ".join(s.table.title or s.table.table for s in sources)
