@@ -1,4 +1,5 @@
-"""Runs -> mean ± std tables (summary.csv, table.csv, table.md, table.tex) and curves.png."""
+"""Runs -> mean ± std tables (summary.csv, table.csv, table.md, table.tex), curves.png and, for
+private rows at several budgets, the privacy-utility figure."""
 
 from fedbench.report.build import Report, build_report
 

@@ -100,8 +100,9 @@ def legend_lines(runs: pd.DataFrame) -> list[str]:
 
 
 def method_labels(runs: pd.DataFrame, methods: list[str]) -> dict[str, str]:
-    """A plot's legend entry per row: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'; the range of epsilon
-    over the columns where they differ ('ε 3.12-8.40'); the row's name alone without privacy."""
+    """Each row's privacy in curves.png's caption: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'; the
+    range of epsilon over the columns where they differ ('ε 3.12-8.40'); the row's name alone
+    without privacy."""
     if not private_rows(runs):
         return {method: method for method in methods}
     labels = {}

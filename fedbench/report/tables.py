@@ -319,7 +319,7 @@ class View:
     ci: bool = False
     #: Legend lines of a table with private rows: what ε is, each accounting status and why.
     privacy: list[str] = field(default_factory=list)
-    #: A plot's legend entry per row: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
+    #: Each row's privacy as curves.png's caption gives it: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
     method_labels: dict[str, str] = field(default_factory=dict)
     #: table.tex's footnote of a table with private rows: what ε is, δ and the accounting
     #: status, once (privacy_cells.privacy_note); '' without DP.
