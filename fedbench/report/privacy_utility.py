@@ -131,6 +131,11 @@ class Point:
     low: float
     high: float
     n: int
+    #: The config fields the point's runs fix: its grid values, and for a reference also the
+    #: fields every run of its folder shares (which panels it is the reference of).
+    where: dict[str, Any] = field(default_factory=dict)
+    #: A reference's panels: those whose grid values it ran at.
+    shown_in: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -163,6 +168,16 @@ class Figure:
             for p in points
         ]
         return pd.DataFrame.from_records(records)
+
+
+def _panel_setting(setting: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in setting.items() if not k.startswith("privacy")}
+
+
+def _ran_at(where: dict[str, Any], panel: dict[str, Any]) -> bool:
+    """Whether a reference that fixed `where` ran at a panel's grid values."""
+    same = (json.dumps(where.get(k)) == json.dumps(v) for k, v in panel.items())
+    return all(k in where for k in panel) and all(same)
 
 
 def _panel(setting: dict[str, Any]) -> str:
@@ -214,10 +229,12 @@ def build(sources: list[Source], metric: str) -> Figure:
     references: list[Point] = []
     deltas: dict[str, None] = {}
     accounting: dict[str, list[str]] = {}
+    panel_settings: dict[str, dict[str, Any]] = {}
     for i, source in enumerate(sources):
         summary = source.summary
         if summary.empty:
             continue
+        constant = source.constant()
         cells = summary[(summary["metric"] == metric) & (summary["n"] > 0)]
         for _, cell in cells.iterrows():
             setting = json.loads(cell["setting_json"])
@@ -230,22 +247,16 @@ def build(sources: list[Source], metric: str) -> Figure:
                 float(cell["ci95_low"]),
                 float(cell["ci95_high"]),
                 int(cell["n"]),
+                _panel_setting(setting),
             )
             if math.isnan(point.epsilon):
+                point.where = {**constant, **point.where}
                 references.append(point)
                 continue
+            panel_settings.setdefault(point.panel, point.where)
             points.append(point)
             deltas[_delta_text(cell["delta"])] = None
-        private = source.runs[
-            (source.runs["status"] == "completed") & source.runs["epsilon"].notna()
-        ]
-        for method, status, why in zip(
-            private["method"], private["accounting"], private["accounting_why"], strict=True
-        ):
-            if status:
-                rows = accounting.setdefault(f"{status} ({why})" if why else status, [])
-                if labels[(i, method)] not in rows:
-                    rows.append(labels[(i, method)])
+        _statuses(source.runs, {m: labels[(i, m)] for m in source.table.methods}, accounting)
     if not points:
         folders = ", ".join(str(s.folder) for s in sources)
         raise FedbenchError(
@@ -254,12 +265,7 @@ def build(sources: list[Source], metric: str) -> Figure:
             "curves, give run folders"
         )
     panels = list(dict.fromkeys(p.panel for p in points))
-    stray = [r for r in references if r.panel and r.panel not in panels]
-    if stray:
-        raise FedbenchError(
-            f"the reference row {stray[0].row!r} ran in {stray[0].panel}, where no private row "
-            f"ran (private rows: {', '.join(panels)}); plot folders of the same setting"
-        )
+    _place(references, panel_settings)
     rows = list(dict.fromkeys(p.row for p in points))
     status = _accounting_text(accounting, len(rows))
     return Figure(
@@ -272,6 +278,34 @@ def build(sources: list[Source], metric: str) -> Figure:
         status,
         [s.what_ran() for s in sources],
     )
+
+
+def _statuses(runs: pd.DataFrame, labels: dict[str, str], into: dict[str, list[str]]) -> None:
+    """Each accounting status (with the engine's reason) of a folder's private runs -> the
+    rows (their figure labels) it applies to."""
+    private = runs[(runs["status"] == "completed") & runs["epsilon"].notna()]
+    for method, status, why in zip(
+        private["method"], private["accounting"], private["accounting_why"], strict=True
+    ):
+        if status:
+            rows = into.setdefault(f"{status} ({why})" if why else status, [])
+            if labels.get(method, method) not in rows:
+                rows.append(labels.get(method, method))
+
+
+def _place(references: list[Point], panel_settings: dict[str, dict[str, Any]]) -> None:
+    """Each reference in the panels whose grid values it ran at (a non-private table without
+    a grid, at Dir-0.6, is the reference of the Dir-0.6 panel only); one that ran in none is a
+    one-line error."""
+    for ref in references:
+        ref.shown_in = [p for p, where in panel_settings.items() if _ran_at(ref.where, where)]
+        if not ref.shown_in:
+            ran = ref.panel or "its own setting"
+            panels = ", ".join(p or "one setting" for p in panel_settings)
+            raise FedbenchError(
+                f"the reference row {ref.row!r} ran in {ran}, where no private row ran (private "
+                f"rows: {panels}); plot folders of the same setting"
+            )
 
 
 def _delta_text(delta: Any) -> str:
@@ -312,9 +346,7 @@ def caption(figure: Figure, sources: list[Source]) -> str:
 
 def draw(figure: Figure, width: Width) -> Any:
     """The matplotlib figure: one panel per setting, side by side at the page's width,
-    stacked at a column's."""
-    import numpy as np
-
+    stacked at a column's, and one legend under them."""
     count = len(figure.panels)
     across = width == "page"
     size = (WIDTHS["page"], 2.5) if across else (WIDTHS["column"], 0.45 + 2.1 * count)
@@ -326,58 +358,69 @@ def draw(figure: Figure, width: Width) -> Any:
         squeeze=False,
         layout="constrained",
     )
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    epsilons = sorted({p.epsilon for p in figure.points})
-    log = epsilons[-1] / epsilons[0] >= 3 if epsilons[0] > 0 else False
     for ax, panel in zip(axes.flat, figure.panels, strict=True):
-        for i, row in enumerate(figure.rows):
-            mine = sorted(
-                (p for p in figure.points if p.row == row and p.panel == panel),
-                key=lambda p: p.epsilon,
-            )
-            if not mine:
-                continue
-            shift = (i - (len(figure.rows) - 1) / 2) * DODGE
-            x = np.array([p.epsilon for p in mine])
-            x = x * (1 + shift) if log else x + shift * (epsilons[-1] - epsilons[0] or 1)
-            y = np.array([p.mean for p in mine])
-            low = np.array([p.mean - p.low if p.n > 1 else 0.0 for p in mine])
-            high = np.array([p.high - p.mean if p.n > 1 else 0.0 for p in mine])
-            ax.errorbar(
-                x,
-                y,
-                yerr=np.vstack([low, high]),
-                label=row,
-                color=colors[i % len(colors)],
-                marker=MARKERS[i % len(MARKERS)],
-                capsize=2,
-                elinewidth=0.8,
-            )
-        for j, ref in enumerate(r for r in figure.references if r.panel in ("", panel)):
-            color = ("0.25", "0.55", "0.4")[j % 3]
-            ax.axhline(ref.mean, color=color, ls="--", lw=1.0, label=f"{ref.row} (no DP)")
-            if ref.n > 1:
-                ax.axhspan(ref.low, ref.high, color=color, alpha=0.12, lw=0)
-        if log:
-            ax.set_xscale("log")
-        ax.minorticks_off()
-        if len(epsilons) <= MAX_TICKS:
-            ax.set_xticks(epsilons, [plain_number(round(e, 2)) for e in epsilons])
-        else:
-            plain_ticks(ax, "x")
-        plain_ticks(ax, "y")
-        ax.set_xlabel("privacy budget ε")
+        _draw_panel(ax, figure, panel, plt.rcParams["axes.prop_cycle"].by_key()["color"])
         if panel and count > 1:
             ax.set_title(panel)
     for ax in axes[:, 0] if across else axes.flat:
         ax.set_ylabel(AXIS_LABELS.get(figure.metric, figure.metric))
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+    handles, labels = [], []  # every entry of any panel, once (a reference may sit in one)
+    for ax in axes.flat:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            if text not in labels:
+                handles.append(handle)
+                labels.append(text)
     # The private rows first, in table order, then the references (drawn last in the legend).
     order = sorted(range(len(labels)), key=lambda k: labels[k].endswith("(no DP)"))
     handles, labels = [handles[k] for k in order], [labels[k] for k in order]
     columns = min(len(labels), 4 if across else 2)
     fig.legend(handles, labels, loc="outside lower center", ncol=columns)
     return fig
+
+
+def _draw_panel(ax: Any, figure: Figure, panel: str, colors: list[str]) -> None:
+    """One panel: each private row's points with their intervals (offset sideways by DODGE),
+    the references that ran at its grid values, and ticks at the budgets spent."""
+    import numpy as np
+
+    epsilons = sorted({p.epsilon for p in figure.points})
+    log = epsilons[0] > 0 and epsilons[-1] / epsilons[0] >= 3
+    for i, row in enumerate(figure.rows):
+        mine = sorted(
+            (p for p in figure.points if p.row == row and p.panel == panel),
+            key=lambda p: p.epsilon,
+        )
+        if not mine:
+            continue
+        shift = (i - (len(figure.rows) - 1) / 2) * DODGE
+        x = np.array([p.epsilon for p in mine])
+        x = x * (1 + shift) if log else x + shift * (epsilons[-1] - epsilons[0] or 1)
+        low = [p.mean - p.low if p.n > 1 else 0.0 for p in mine]
+        high = [p.high - p.mean if p.n > 1 else 0.0 for p in mine]
+        ax.errorbar(
+            x,
+            [p.mean for p in mine],
+            yerr=np.vstack([low, high]),
+            label=row,
+            color=colors[i % len(colors)],
+            marker=MARKERS[i % len(MARKERS)],
+            capsize=2,
+            elinewidth=0.8,
+        )
+    for j, ref in enumerate(r for r in figure.references if panel in r.shown_in):
+        color = ("0.25", "0.55", "0.4")[j % 3]
+        ax.axhline(ref.mean, color=color, ls="--", lw=1.0, label=f"{ref.row} (no DP)")
+        if ref.n > 1:
+            ax.axhspan(ref.low, ref.high, color=color, alpha=0.12, lw=0)
+    if log:
+        ax.set_xscale("log")
+    ax.minorticks_off()
+    if len(epsilons) <= MAX_TICKS:
+        ax.set_xticks(epsilons, [plain_number(round(e, 2)) for e in epsilons])
+    else:
+        plain_ticks(ax, "x")
+    plain_ticks(ax, "y")
+    ax.set_xlabel("privacy budget ε")
 
 
 def plot_privacy_utility(

@@ -170,3 +170,20 @@ def test_a_report_with_two_budgets_draws_the_figure(tmp_path: Path) -> None:
     assert (private / "privacy_utility.caption.txt").is_file()
     plain = _folder(tmp_path, _table("plain", False))
     assert not any("privacy_utility" in f.name for f in build_report(plain).files)
+
+
+def test_a_reference_sits_in_the_panels_of_the_setting_it_ran(tmp_path: Path) -> None:
+    """Grid keys other than privacy make panels; a non-private table without a grid, at
+    Dir-0.6, is the reference of the Dir-0.6 panel only."""
+    data = _table("dp", True)
+    data["grid"] = {"partition.alpha": [0.6, 0.1], "privacy.target_epsilon": [2.0, 8.0]}
+    private = _folder(tmp_path, data)
+    plain = _folder(tmp_path, _table("plain", False))
+    figure = build([Source.read(f, "test_acc") for f in (private, plain)], "test_acc")
+    assert figure.panels == ["Dir-0.6", "Dir-0.1"]
+    assert [r.shown_in for r in figure.references] == [["Dir-0.6"]]
+    files = plot_privacy_utility([private, plain], "test_acc", tmp_path / "p.png", "page")
+    assert "Dir-0.6" in pd.read_csv(files[-1])["panel"].tolist()
+    elsewhere = _folder(tmp_path / "o", _table("plain", False), overrides=["partition.alpha=0.3"])
+    with pytest.raises(FedbenchError, match="where no private row ran"):
+        build([Source.read(f, "test_acc") for f in (private, elsewhere)], "test_acc")
