@@ -23,7 +23,7 @@ from fedbench.report.collect import (
 )
 from fedbench.report.plots import plot_curves
 from fedbench.report.privacy_cells import legend_lines, method_labels, privacy_note
-from fedbench.report.privacy_utility import has_budgets, plot_privacy_utility
+from fedbench.report.privacy_utility import Source, has_budgets, write_figure
 from fedbench.report.ran import (
     KIND_FACTS,
     Cfg,
@@ -288,7 +288,8 @@ def build_report(
     files += plot_curves(curves, folder / "curves.png", view, column_titles, list(table.methods))
     if has_budgets(summary):  # a private row at two budgets or more: metric against epsilon
         figure = folder / "privacy_utility.png"
-        files += plot_privacy_utility([folder], table.metrics[0], figure, "column", runs_root)
+        source = Source(folder, plan, table, summary, runs, configs)
+        files += write_figure([source], table.metrics[0], figure, "column")
     return Report(folder, summary, to_wide(view), to_rich(view), files, view)
 
 

@@ -434,6 +434,11 @@ def plot_privacy_utility(
     folder's sibling runs/) to PATH (PNG), its PDF, caption and CSV; return the paths written."""
     sources = [Source.read(folder, metric, runs_root) for folder in folders]
     check_shared_setting(sources)
+    return write_figure(sources, metric, path, width)
+
+
+def write_figure(sources: list[Source], metric: str, path: Path, width: Width) -> list[Path]:
+    """plot_privacy_utility's files from sources already read (a report passes its own)."""
     figure = build(sources, metric)
     title = "Privacy-utility: " + " + ".join(s.table.title or s.table.table for s in sources)
     with paper_style() as plt:
