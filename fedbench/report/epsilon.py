@@ -24,12 +24,12 @@ def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
     """n_i of every client: `client_size` for all of them, else from the actual partition."""
     if client_size is not None:
         return [client_size] * cfg.partition.clients
-    from fedbench.data import load_dataset
     from fedbench.data.client_test import split_client_test
     from fedbench.data.partition import partition
+    from fedbench.data.validation import run_data
 
     try:
-        data = load_dataset(cfg.data)
+        data = run_data(cfg)
     except FedbenchError as exc:
         raise FedbenchError(
             f"{exc} (or skip the data: --client-size N, the samples per client)"
