@@ -116,7 +116,8 @@ def _tuned_text(plan: dict[str, Any], labels: dict[str, tuple[str, str]]) -> str
         rows.append(text)
     if untuned:
         rows.append(f"not tuned (the table's values): {', '.join(untuned)}")
-    return f"; tuned (fedbench tune): {'; '.join(rows)}"
+    chosen_on = plan.get("tuned_on") or "an unrecorded split (plan.json predates the record)"
+    return f"; tuned (fedbench tune, chosen on {chosen_on}): {'; '.join(rows)}"
 
 
 def _column_name(setting_json: str, labels: dict[str, tuple[str, str]]) -> str:

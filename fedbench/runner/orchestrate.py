@@ -48,7 +48,7 @@ def request_plan(request: SweepRequest) -> Plan:
     its tuned values when a tuned.yaml is given."""
     from fedbench.runner.sweep import make_plan
     from fedbench.runner.table_config import load_table
-    from fedbench.runner.tune import check_tuned_columns, load_tuned
+    from fedbench.runner.tune import check_tuned_columns, load_tuned, tuned_split
 
     tuned = None
     if request.tuned_file is not None:
@@ -64,6 +64,7 @@ def request_plan(request: SweepRequest) -> Plan:
     )
     if request.tuned_file is not None and tuned:
         check_tuned_columns(request.tuned_file, tuned, plan)
+        plan.tuned_on = tuned_split(request.tuned_file)
     return plan
 
 

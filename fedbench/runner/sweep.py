@@ -251,6 +251,7 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
             "preset": plan.preset,
             "overrides": plan.overrides,
             "tuned": plan.tuned,
+            "tuned_on": plan.tuned_on,
             "fingerprint": plan_fingerprint(plan),
             "runs": runs,
         },
