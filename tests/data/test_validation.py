@@ -149,7 +149,8 @@ def test_prepare_run_trains_on_the_rest_and_evaluates_on_the_held_out_samples() 
     from fedbench.engine.setup import prepare_run
 
     cfg = load_run_config(
-        None, ["data.name=digits", "model.name=logreg", "data.val_fraction=0.2", "runtime.device=cpu"]
+        None,
+        ["data.name=digits", "model.name=logreg", "data.val_fraction=0.2", "runtime.device=cpu"],
     )
     full = load_dataset(cfg.data)
     setup = prepare_run(cfg)

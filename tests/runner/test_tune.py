@@ -95,9 +95,10 @@ def test_grid_tune_picks_the_best_validation_score_and_run_uses_it(tmp_path: Pat
     assert plan["tuned"] == result.tuned
     # The report says on which data the values were chosen.
     assert plan["tuned_on"] == "a 0.2 validation split of the training data"
-    assert "chosen on a 0.2 validation split of the training data" in (
-        tmp_path / "tiny-tuned" / "table.md"
-    ).read_text()
+    assert (
+        "chosen on a 0.2 validation split of the training data"
+        in (tmp_path / "tiny-tuned" / "table.md").read_text()
+    )
     for run in plan["runs"]:
         cfg = yaml.safe_load((tmp_path / "runs" / run["run_id"] / "config.yaml").read_text())
         assert cfg["algorithm"]["lr"] == best and cfg["data"]["val_fraction"] == 0.0
