@@ -18,7 +18,7 @@ from fedbench.os_errors import disk_error_line
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.ran import cell_label, plan_sentence
 from fedbench.runner.launcher import Outcome, launch, local_slots, unique_runs, visible_gpus
-from fedbench.runner.preflight import require_resources
+from fedbench.runner.preflight import check_runs_here, require_resources
 from fedbench.runner.report_folder import claim_report_folder, plan_fingerprint
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
 
@@ -293,6 +293,8 @@ def run_sweep(
     fedbench.runner.report_folder); with `report`, also build the report there (`result.report`)
     before letting the folder go. A dataset or pretrained weights missing for an unfinished run
     stop it first (exit code 2)."""
+    if launcher == "local":
+        check_runs_here(plan)
     require_resources(plan, out)
     folder = child_folder(out, plan.name)
     if console is not None:
