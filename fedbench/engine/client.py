@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -146,13 +147,17 @@ def _gradient_oracle(
     cast: contextlib.AbstractContextManager[object],
     n_local: int,
     noise: torch.Generator | None,
+    calls: list[int] | None = None,
 ) -> Callable[[], list[Tensor]]:
     """g at the current parameters for the batch (xb, yb): privatised (per-sample clipping and
-    noise) in a private run, else the clipped gradient of the local loss."""
+    noise) in a private run, else the clipped gradient of the local loss. A private gradient
+    adds one to `calls[-1]` (the step's count, `check_releases`)."""
 
     def gradient() -> list[Tensor]:
         if run.private is not None:
             assert noise is not None  # a private run draws its noise from the client's generator
+            if calls is not None:
+                calls[-1] += 1
             return run.private(xb, yb, n_local=n_local, generator=noise)
         with cast:
             loss = _local_loss(run, xb, yb, local, info)
@@ -161,6 +166,21 @@ def _gradient_oracle(
         return grads
 
     return gradient
+
+
+def check_releases(algorithm: Algorithm, round_index: int, calls: list[int]) -> None:
+    """The private gradients each local step of a client round took (`calls`) against what
+    the algorithm declares and the accountant composes (`Algorithm.round_gradients`): a rule
+    that privatises more (or other) gradients than it declares would report a wrong epsilon,
+    so the run fails instead."""
+    declared = {g: n for g, n in algorithm.round_gradients(round_index, len(calls)).items() if n}
+    taken = dict(Counter(calls))
+    if taken != declared:
+        name = type(algorithm).__name__
+        raise RuntimeError(
+            f"{name} privatised {taken} ({{gradients: steps}}) in round {round_index} but "
+            f"declares {declared} (round_gradients), which the privacy accountant counts"
+        )
 
 
 def run_client(
@@ -199,6 +219,8 @@ def run_client(
     model.train()
     _hand_full_gradient(run, samples, cast, local, info)  # Mime's c_i = grad f_i(x), if used
     step_sizes: list[Tensor] = []
+    #: Private gradients per local step, checked against what the accountant counts.
+    calls: list[int] | None = [] if private is not None else None
     for k in range(1, info.local_steps + 1):
         idx = order[k - 1]
         xb, yb = data.x_train[idx], data.y_train[idx]
@@ -212,10 +234,14 @@ def run_client(
         if run.captured is not None:
             run.captured(local, xb, yb, k, info.at_step(k))
         else:
-            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise)
+            if calls is not None:
+                calls.append(0)
+            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise, calls)
             algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
         if before is not None:
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))
+    if calls is not None:
+        check_releases(algorithm, info.round_index, calls)
     if not measure_steps:
         return None
     return float(torch.stack(step_sizes).mean()) / float(info.lr)  # info.lr: a float here

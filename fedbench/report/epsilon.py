@@ -67,13 +67,15 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
             f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
         ]
     else:
-        steps = plan.steps()
-        worst = max(range(plan.num_clients), key=lambda i: (steps[i], plan.rates[i]))
+        accounts = plan.accounts()
+        worst = max(range(plan.num_clients), key=lambda i: (accounts[i].gradients, plan.rates[i]))
         q = plan.rates[worst]
         middle = [
             f"clip {p.clip:g}; batch {cfg.fl.batch_size}; local_steps {cfg.fl.local_steps}; "
-            f"gradients per step {plan.gradients_per_step}; rounds {cfg.fl.rounds}",
-            f"most-used client {worst}: {steps[worst]} steps at q = {q:.4g} "
+            f"rounds {cfg.fl.rounds}",
+            f"per round a client joins: {plan.releases_per_round()}",
+            f"most-used client {worst}: {accounts[worst].count} releases "
+            f"({accounts[worst].gradients} privatised gradients) at q = {q:.4g} "
             f"(n_i = {round(cfg.fl.batch_size / q) if q < 1 else 'B'})",
         ]
     return "\n".join([head, sigma, *middle, status_line(plan.accounting())])

@@ -7,9 +7,10 @@ from opacus.accountants import RDPAccountant
 
 from fedbench.config import parse_run_config
 from fedbench.privacy.accounting import (
+    Account,
+    account,
     calibrate_noise,
     client_epsilons,
-    client_steps,
     sampling_rate,
     worst_epsilon,
 )
@@ -27,21 +28,28 @@ def opacus_epsilon(sigma: float, rate: float, steps: int) -> float:
     return acc.get_epsilon(delta=DELTA)
 
 
-def test_steps_and_rates_of_a_hand_built_schedule() -> None:
-    assert client_steps(SCHEDULE, 3, K) == [15, 15, 10]
-    assert client_steps(SCHEDULE, 3, K, per_step=2) == [30, 30, 20]
+def accounts_of(schedule: list[list[int]], per_step: int = 1) -> list[Account]:
+    """One release of `per_step` gradients per local step, K steps per round joined."""
+    joins = [sum(c in clients for clients in schedule) for c in range(len(SIZES))]
+    rates = [sampling_rate(BATCH, n) for n in SIZES]
+    return [account(q, {per_step: K * j}) for q, j in zip(rates, joins, strict=True)]
+
+
+def test_accounts_and_rates_of_a_hand_built_schedule() -> None:
+    assert [a.count for a in accounts_of(SCHEDULE)] == [15, 15, 10]
+    pairs = accounts_of(SCHEDULE, per_step=2)
+    assert [(a.count, a.gradients) for a in pairs] == [(15, 30), (15, 30), (10, 20)]
     assert [sampling_rate(BATCH, n) for n in SIZES] == [0.1, 0.05, 0.2]
     assert sampling_rate(0, 80) == 1.0
     assert sampling_rate(100, 80) == 1.0
 
 
 def test_epsilon_equals_opacus_rdp_accountant_step_by_step() -> None:
-    rates = [sampling_rate(BATCH, n) for n in SIZES]
-    steps = client_steps(SCHEDULE, 3, K)
-    ours = client_epsilons(1.1, rates, steps, DELTA)
-    expected = [opacus_epsilon(1.1, q, s) for q, s in zip(rates, steps, strict=True)]
+    accounts = accounts_of(SCHEDULE)
+    ours = client_epsilons(1.1, accounts, DELTA)
+    expected = [opacus_epsilon(1.1, a.rate, a.count) for a in accounts]
     assert ours == pytest.approx(expected, rel=1e-9)
-    assert worst_epsilon(1.1, rates, steps, DELTA) == pytest.approx(max(expected), rel=1e-9)
+    assert worst_epsilon(1.1, accounts, DELTA) == pytest.approx(max(expected), rel=1e-9)
 
 
 def test_run_plan_reports_the_worst_client_and_epsilon_so_far() -> None:
@@ -62,10 +70,9 @@ def test_run_plan_reports_the_worst_client_and_epsilon_so_far() -> None:
 
 @pytest.mark.parametrize("target", [1.0, 3.0])
 def test_target_epsilon_lands_within_one_percent(target: float) -> None:
-    rates = [sampling_rate(BATCH, n) for n in SIZES]
-    steps = client_steps(SCHEDULE * 10, 3, K)
-    sigma = calibrate_noise(target, rates, steps, DELTA)
-    eps = worst_epsilon(sigma, rates, steps, DELTA)
+    accounts = accounts_of(SCHEDULE * 10)
+    sigma = calibrate_noise(target, accounts, DELTA)
+    eps = worst_epsilon(sigma, accounts, DELTA)
     assert abs(eps - target) / target < 0.01
     assert eps <= target
 
