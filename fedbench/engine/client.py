@@ -168,6 +168,20 @@ def _gradient_oracle(
     return gradient
 
 
+def _batch(run: LocalTraining, idx: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The samples `idx` as the step sees them: augmented (drawing from the client's
+    generator), prepared on the device, in NHWC for a channels_last model."""
+    data = run.data
+    xb, yb = data.x_train[idx], data.y_train[idx]
+    if data.augment is not None:
+        xb = data.augment(xb, generator)
+    if run.prepare is not None:
+        xb = run.prepare(xb)
+    if run.channels_last and xb.ndim == 4:
+        xb = xb.contiguous(memory_format=torch.channels_last)
+    return xb, yb
+
+
 def check_releases(algorithm: Algorithm, round_index: int, calls: list[int]) -> None:
     """The private gradients each local step of a client round took (`calls`) against what
     the algorithm declares and the accountant composes (`Algorithm.round_gradients`): a rule
@@ -202,7 +216,7 @@ def run_client(
     a function computing g at the current parameters (one call by default; DP-FedSAM: two).
     """
     model, params, algorithm = run.model, run.params, run.algorithm
-    data, prepare, private = run.data, run.prepare, run.private
+    private = run.private
     seed, autocast = run.seed, run.autocast
     client_key = client_seed(seed, info.round_index, client)
     generator = torch.Generator().manual_seed(client_key)
@@ -222,14 +236,7 @@ def run_client(
     #: Private gradients per local step, checked against what the accountant counts.
     calls: list[int] | None = [] if private is not None else None
     for k in range(1, info.local_steps + 1):
-        idx = order[k - 1]
-        xb, yb = data.x_train[idx], data.y_train[idx]
-        if data.augment is not None:
-            xb = data.augment(xb, generator)
-        if prepare is not None:
-            xb = prepare(xb)
-        if run.channels_last and xb.ndim == 4:
-            xb = xb.contiguous(memory_format=torch.channels_last)
+        xb, yb = _batch(run, order[k - 1], generator)
         before = [p.detach().clone() for p in params] if measure_steps else None
         if run.captured is not None:
             run.captured(local, xb, yb, k, info.at_step(k))

@@ -23,6 +23,11 @@ from fedbench.suggest import did_you_mean
 def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
     """n_i of every client: `client_size` for all of them, else from the actual partition."""
     if client_size is not None:
+        if client_size < 1:
+            raise FedbenchError(
+                f"--client-size {client_size}: give the samples per client, a positive number "
+                "(e.g. --client-size 1000 for CIFAR-10 over 50 clients)"
+            )
         return [client_size] * cfg.partition.clients
     from fedbench.data import load_dataset
     from fedbench.data.client_test import split_client_test
