@@ -288,10 +288,10 @@ def _warm_accountants(cfgs: list[RunConfig]) -> None:
     """Load each privacy accountant the runs use once, before any probe is timed: its first
     call imports it (4 s where an evaluation takes 0.1 s), a cost a sweep pays once, which a
     private workload's timed evaluation would otherwise carry into every run's estimate."""
-    from fedbench.privacy.accounting import worst_epsilon
+    from fedbench.privacy.accounting import account, worst_epsilon
 
     for accountant in sorted({c.privacy.accountant for c in cfgs if c.privacy is not None}):
-        worst_epsilon(1.0, [0.01], [1], 1.0e-5, accountant)
+        worst_epsilon(1.0, [account(0.01, {1: 1})], 1.0e-5, accountant)
 
 
 class Probe:

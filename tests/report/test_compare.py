@@ -188,3 +188,15 @@ def test_an_exact_comparison_is_no_member_of_the_holm_family(tmp_path: Path, run
     code, out, err = run_cli("compare", *sides)
     assert code == 0, err
     assert "over the 4 tests of this comparison" in out and "exact: 2 comparisons" in out
+
+
+def test_a_metric_no_run_of_a_row_recorded_is_one_line(tmp_path: Path, run_cli) -> None:
+    # Main: ZeroDivisionError in _mean (epsilon on a table trained without privacy).
+    folder = _folder(tmp_path, "t", ACC)
+    with pytest.raises(FedbenchError, match=r"no completed run of row 'FedAdamW' recorded"):
+        compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"], "epsilon")
+    code, out, err = run_cli(
+        "compare", f"{folder}:FedAdamW", f"{folder}:Local SGD", "--metric", "epsilon"
+    )
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "only private runs record epsilon" in err and "--metric test_acc" in err
