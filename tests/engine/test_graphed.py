@@ -149,11 +149,12 @@ def _setup(items: list[str]) -> RunSetup:
     return prepare64(load_run_config(None, [*BASE, *items]))
 
 
-def test_the_per_step_copy_in_allocates_nothing_and_reads_nothing_back() -> None:
-    """`feed` (each step's batch and scalars into the static buffers) is exactly two copies (the
-    batch) and one fill per scalar, and `load` (a chunk's start values) exactly copies: into the
-    same tensors, nothing a graph's inputs would miss (an op set that is merely a subset of the
-    allowed one let a rebinding pass)."""
+def _copy_in_problems(feed: Callable[..., None]) -> list[str]:
+    """What is wrong with `feed` (StaticStep.feed or a planted bug) and `load` as a graph's
+    copy-in: each must be exactly its copies and fills (feed: the batch's two copies and one
+    fill per scalar; load: the chunk's start values copied), read nothing back, and write into
+    the static tensors the capture read, not rebind them (an op set that was merely a subset of
+    the allowed one let a rebinding pass)."""
     graphs = StepGraphs(EagerReplay)
     y = [torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)]
     local = {"m": [torch.zeros(2, 3), torch.zeros(2, 4)], "t": 0}
@@ -162,17 +163,37 @@ def test_the_per_step_copy_in_allocates_nothing_and_reads_nothing_back() -> None
     static = graphs.begin(object(), y, {}, local, xb, yb, None, info)  # type: ignore[arg-type]
     inputs = [static.xb, static.yb, *static.scalars.values(), *static.leaves()]
     xb_next = xb + 1
-    with HostReads() as reads, OpCounter() as feed:
-        static.feed(xb_next, yb, 2, info)
-    with HostReads() as reads_load, OpCounter() as load:
+    with HostReads() as reads, OpCounter() as fed:
+        feed(static, xb_next, yb, 2, info)
+    with HostReads() as reads_load, OpCounter() as loaded:
         static.load(y, {}, local, None)
-    assert reads.counts == {} == reads_load.counts and feed.syncs == {} == load.syncs
-    assert feed.counts == Counter({"copy_": 2, "fill_": 4}), feed.counts
-    assert load.counts == Counter({"_foreach_copy_": 1, "copy_": 2}), load.counts
+    problems = []
+    if reads.counts or reads_load.counts or fed.syncs or loaded.syncs:
+        problems.append("reads back")
+    if fed.counts != Counter({"copy_": 2, "fill_": 4}):
+        problems.append(f"feed ops {dict(fed.counts)}")
+    if loaded.counts != Counter({"_foreach_copy_": 1, "copy_": 2}):
+        problems.append(f"load ops {dict(loaded.counts)}")
     after = [static.xb, static.yb, *static.scalars.values(), *static.leaves()]
-    assert all(a is b for a, b in zip(after, inputs, strict=True))  # written into, not rebound
-    assert [float(s) for s in static.scalars.values()] == [2.0, 0.1, 1.0, 0.25]
-    assert torch.equal(static.xb, xb_next)
+    if not all(a is b for a, b in zip(after, inputs, strict=True)):
+        problems.append("rebinds a static tensor")
+    if [float(s) for s in static.scalars.values()] != [2.0, 0.1, 1.0, 0.25]:
+        problems.append("scalars")
+    if not torch.equal(static.xb, xb_next):
+        problems.append("batch")
+    return problems
+
+
+def test_the_per_step_copy_in_allocates_nothing_and_reads_nothing_back() -> None:
+    """`feed` (each step's batch and scalars into the static buffers) is copies and fills only,
+    and `load` (a chunk's start values) copies only: into the tensors the capture read."""
+    assert _copy_in_problems(StaticStep.feed) == []
+
+
+@pytest.mark.parametrize("what", ["batch", "k"])
+def test_the_copy_in_check_sees_a_rebinding(what: str) -> None:
+    problems = _copy_in_problems(_rebinding_feed(what))
+    assert "rebinds a static tensor" in problems and any("feed ops" in p for p in problems)
 
 
 def _rebinding_feed(what: str) -> Callable[..., None]:
