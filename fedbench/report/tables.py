@@ -25,7 +25,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from fedbench.report.collect import LOWER_IS_BETTER
+from fedbench.report.collect import LOWER_IS_BETTER, MISSING, NOT_RUN
 from fedbench.report.paper import paper_value
 from fedbench.report.privacy_cells import NO_DP, cell_privacy, epsilon_text
 from fedbench.report.significance import (
@@ -113,6 +113,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
                 continue
             counts = cell["status"].value_counts().to_dict()
             privacy = cell_privacy(cell)
+            missing = cell[cell["status"] == MISSING]
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
@@ -136,13 +137,16 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
                     "diverged": counts.get("diverged", 0),
                     "failed": counts.get("failed", 0),
                     "unsupported": counts.get("unsupported", 0),
-                    "missing": counts.get("missing", 0),
+                    "missing": counts.get(MISSING, 0),
+                    # which seeds have no result (collect.read_run: why)
+                    "missing_seeds": seed_list(missing["seed"]),
                     "reason": reasons.iloc[0] if len(reasons) else "",
                     "not_reached": len(unreached) if metric == "rounds_to_target" else 0,
                     "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
                     "setting_json": setting_json,
                     "values": [float(v) for v in ok],
                     "seeds": [int(v) for v in cell.loc[ok.index, "seed"]],
+                    "not_run": int((missing["reason"] == NOT_RUN).sum()),
                 }
                 record["paper"] = paper_text(p_mean, p_std, metric)
                 records.append(record)
@@ -158,6 +162,18 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
             record["cell"] = NO_DP  # its runs completed without privacy
     summary = pd.DataFrame.from_records(records)
     return _mark_best(summary) if len(summary) else summary
+
+
+def seed_list(seeds: Any) -> str:
+    """'2' or '0, 3': seeds in order ('' for none)."""
+    return ", ".join(str(int(s)) for s in sorted(seeds))
+
+
+def _missing_note(record: dict[str, Any]) -> str:
+    """'seed 2 missing', 'seeds 0, 3 missing'."""
+    seeds = record.get("missing_seeds") or ""
+    many = "," in seeds
+    return f"seed{'s' * many} {seeds} missing" if seeds else f"{record['missing']} missing"
 
 
 def _column_of(summary: pd.DataFrame, setting_json: str, metric: str) -> pd.DataFrame:
@@ -228,26 +244,36 @@ def cell_text(
     n, mean, std = record["n"], record["mean"], record["std"]
     unreached = record.get("not_reached", 0)
     never = f"not reached in {record.get('rounds')} rounds"
-    if n == 0 and unreached:
-        return never if unreached == 1 else f"{never} ({unreached} runs)"
     if n == 0:
-        if record["unsupported"]:
-            return _unavailable_text(record["reason"])
-        for status in ("diverged", "failed", "missing"):
-            if record[status]:
-                return "not run" if status == "missing" else status
-        return ""
+        return _empty_cell_text(record, never, unreached)
     text = fmt(mean, metric)
     if n > 1 and not (isinstance(std, float) and (math.isnan(std) or std == 0.0)):
         text += f" ± {fmt(std, metric)}"
         if ci and not math.isnan(record.get("ci95_low", math.nan)):
             text += f" [{fmt(record['ci95_low'], metric)}, {fmt(record['ci95_high'], metric)}]"
-    notes = [f"{record[s]} {s}" for s in ("diverged", "failed", "missing") if record[s]]
+    notes = [f"{record[s]} {s}" for s in ("diverged", "failed") if record[s]]
+    if record[MISSING]:
+        notes.append(_missing_note(record))
     if one_seed_note and n == 1:
         notes.insert(0, "1 seed")
     if unreached:  # the mean is over the runs that reached the target
         notes.insert(0, f"{unreached} of {n + unreached} {never}")
     return text + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _empty_cell_text(record: dict[str, Any], never: str, unreached: int) -> str:
+    """Why a cell has no value: the target not reached, unsupported, diverged, failed, not run,
+    or which seeds have no result ('seed 2 missing': collect.read_run)."""
+    if unreached:
+        return never if unreached == 1 else f"{never} ({unreached} runs)"
+    if record["unsupported"]:
+        return _unavailable_text(record["reason"])
+    for status in ("diverged", "failed"):
+        if record[status]:
+            return str(status)
+    if record[MISSING]:
+        return "not run" if record.get("not_run") == record[MISSING] else _missing_note(record)
+    return ""
 
 
 def paper_text(mean: float, std: float, metric: str) -> str:
