@@ -126,6 +126,7 @@ def collect(
             "reason": reason,
             # rounds_to_target: "not reached in R rounds" needs R.
             "rounds": (summary or {}).get("rounds"),
+            "threads": cpu_threads(summary),
         }
         private = (summary or {}).get("epsilon") is not None
         config = run_dir / "config.yaml"
@@ -155,6 +156,16 @@ def collect(
         curve_rows, columns=["method", "setting", "seed", "round", "train_loss", "test_acc"]
     )
     return runs, curves
+
+
+def cpu_threads(summary: dict[str, Any] | None) -> int | None:
+    """The torch thread count a CPU run trained with (summary.json's `torch_threads`): training's
+    sums are split over the threads, so runs at two counts differ in their last digits. None for
+    a run on a GPU (whose arithmetic the count does not touch) or a summary without it."""
+    if not summary or not str(summary.get("device") or "cpu").startswith("cpu"):
+        return None
+    value = summary.get("torch_threads")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def read_run(

@@ -114,6 +114,7 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
             counts = cell["status"].value_counts().to_dict()
             privacy = cell_privacy(cell)
             missing = cell[cell["status"] == MISSING]
+            threads = thread_counts(cell[cell["status"] == "completed"]["threads"])
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
@@ -143,6 +144,8 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
                     "reason": reasons.iloc[0] if len(reasons) else "",
                     "not_reached": len(unreached) if metric == "rounds_to_target" else 0,
                     "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
+                    # the torch thread counts its completed CPU runs trained at: '1', '1/2'
+                    "threads": threads,
                     "setting_json": setting_json,
                     "values": [float(v) for v in ok],
                     "seeds": [int(v) for v in cell.loc[ok.index, "seed"]],
@@ -162,6 +165,21 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
             record["cell"] = NO_DP  # its runs completed without privacy
     summary = pd.DataFrame.from_records(records)
     return _mark_best(summary) if len(summary) else summary
+
+
+#: Joins a cell's thread counts; more than one ('1/2') is a cell of mixed thread counts.
+THREADS_JOIN = "/"
+
+
+def thread_counts(values: Any) -> str:
+    """'1', or '1/2' where the runs trained at several torch thread counts ('' when unknown: a
+    GPU run, an older summary)."""
+    counts = sorted({int(v) for v in values if v is not None and not pd.isna(v)})
+    return THREADS_JOIN.join(map(str, counts))
+
+
+def mixed_threads(record: dict[str, Any]) -> bool:
+    return THREADS_JOIN in str(record.get("threads") or "")
 
 
 def seed_list(seeds: Any) -> str:
@@ -254,6 +272,8 @@ def cell_text(
     notes = [f"{record[s]} {s}" for s in ("diverged", "failed") if record[s]]
     if record[MISSING]:
         notes.append(_missing_note(record))
+    if mixed_threads(record):  # its seeds are not alike to the last digit
+        notes.append(f"mixed threads {record['threads']}")
     if one_seed_note and n == 1:
         notes.insert(0, "1 seed")
     if unreached:  # the mean is over the runs that reached the target
@@ -342,6 +362,8 @@ class View:
     ci: bool = False
     #: Legend lines of a table with private rows: what ε is, each accounting status and why.
     privacy: list[str] = field(default_factory=list)
+    #: The thread counts of the cells whose runs trained at several ('1/2'): a legend line.
+    mixed_threads: list[str] = field(default_factory=list)
     #: A plot's legend entry per row: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
     method_labels: dict[str, str] = field(default_factory=dict)
 
@@ -379,7 +401,19 @@ class View:
             text += f"; ≈: within noise of the best ({self.tests_text()}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
             text += "; comm: uploads per client-round in units of d"
-        return text + "." + "".join(f" {line}." for line in self.privacy)
+        return text + "." + "".join(f" {line}." for line in [*self.privacy, *self.threads_lines()])
+
+    def threads_lines(self) -> list[str]:
+        """The legend line of a table with a cell whose runs trained at several thread counts."""
+        if not self.mixed_threads:
+            return []
+        counts = ", ".join(self.mixed_threads)
+        return [
+            f"mixed threads {counts}: the cell's runs trained on the CPU at different torch "
+            "thread counts (summary.json torch_threads); training's sums are split over the "
+            "threads, so its seeds differ in their last digits from runs at one count (run them "
+            "again with runtime.threads set to one count to compare them exactly)"
+        ]
 
     def legend(self, best_mark: str = "") -> list[str]:
         """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
@@ -422,7 +456,7 @@ class View:
             )
         if any(m == "comm" for g in self.groups for m in g.metrics):
             lines.append("comm: floats uploaded per client and round, in units of d (model size)")
-        return lines + self.privacy
+        return lines + self.privacy + self.threads_lines()
 
 
 def build_view(
@@ -460,7 +494,9 @@ def build_view(
     tests = {k: int((summary["test"] == k).sum()) for k in TEST_NAMES} if len(summary) else {}
     counts = set(summary["n"][summary["n"] > 0]) if len(summary) else set()
     one_seed = "" if 1 not in counts else "all" if counts == {1} else "some"
+    threads = summary.get("threads", [])
     return View(
+        mixed_threads=list(dict.fromkeys(str(t) for t in threads if THREADS_JOIN in str(t))),
         groups=groups,
         methods=methods,
         cells=cells,

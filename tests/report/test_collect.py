@@ -4,6 +4,7 @@ report; plan.json's record that it completed is not a result."""
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
@@ -58,7 +59,9 @@ def _outputs(folder: Path, report) -> dict[str, str]:
 
 def _cell(report, method: str, alpha: float) -> pd.Series:
     s = report.summary
-    rows = s[(s["method"] == method) & (s["metric"] == "test_acc") & (s["partition.alpha"] == alpha)]
+    rows = s[
+        (s["method"] == method) & (s["metric"] == "test_acc") & (s["partition.alpha"] == alpha)
+    ]
     return rows.iloc[0]
 
 
@@ -141,3 +144,42 @@ def test_a_complete_table_says_nothing_of_missing_runs(tmp_path: Path):
     report = build_report(folder)
     assert "2 seeds (0, 1); each run's final" in report.view.details
     assert "missing" not in (folder / "table.md").read_text().split("- cells:")[0]
+
+
+def _set_threads(run_dir: Path, threads: int, device: str = "cpu") -> None:
+    path = run_dir / "summary.json"
+    summary = json.loads(path.read_text())
+    summary.update(torch_threads=threads, device=device)
+    path.write_text(json.dumps(summary))
+
+
+def test_a_cell_whose_runs_trained_at_two_thread_counts_says_so_in_every_output(
+    tmp_path: Path,
+):
+    """`--workers 1` and `--workers 2` train one run id at 1 and 2 threads, whose numbers differ
+    in the last digits (training's sums are split over the threads); a cell mixing them says so."""
+    folder, plan = _swept(tmp_path)
+    for run in plan.runs:
+        _set_threads(folder.parent / "runs" / run.run_id, 1)
+    _set_threads(_run_dir(folder, plan, "Local SGD", 0.6, 3), 2)
+    report = build_report(folder)
+    mixed = _cell(report, "Local SGD", 0.6)
+    assert mixed["threads"] == "1/2"
+    assert mixed["cell"] == "64.00 ± 4.32 (mixed threads 1/2)"
+    assert _cell(report, "Local SGD", 0.1)["threads"] == "1"
+    assert _cell(report, "FedAdamW", 0.6)["cell"] == "64.00 ± 4.32"
+    csv = pd.read_csv(folder / "summary.csv", keep_default_na=False, dtype=str)
+    assert sorted(set(csv["threads"])) == ["1", "1/2"]
+    for name, text in _outputs(folder, report).items():
+        assert "mixed threads 1/2" in text, name
+        if name != "table.csv":  # the cells only
+            assert "different torch thread counts" in " ".join(text.split()), name
+
+
+def test_thread_counts_of_gpu_runs_or_older_summaries_are_not_compared(tmp_path: Path):
+    folder, plan = _swept(tmp_path, seeds=2)
+    for run in plan.runs:
+        _set_threads(folder.parent / "runs" / run.run_id, 1 + run.seed, device="cuda:0")
+    report = build_report(folder)
+    assert set(report.summary["threads"]) == {""}
+    assert "mixed threads" not in (folder / "table.md").read_text()
