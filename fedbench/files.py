@@ -11,6 +11,9 @@ failure, an OSError or an interrupt, the temporary is removed and the error rais
 A process killed between creating and renaming its temporary leaves it behind;
 `remove_stale_temporaries(folder)` (called by whoever writes into the folder next) deletes those
 whose process is gone, and keeps the ones of a live process, which is still writing them.
+
+`temporary_folder(prefix)` is the one way fedbench makes a scratch folder (the smoke check, the
+probe, the benches): removed however the block ends, an interrupt during its making included.
 """
 
 from __future__ import annotations
