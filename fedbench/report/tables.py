@@ -179,6 +179,7 @@ def thread_counts(values: Any) -> str:
 
 
 def mixed_threads(record: dict[str, Any]) -> bool:
+    """Whether a summary record's completed runs trained at several thread counts."""
     return THREADS_JOIN in str(record.get("threads") or "")
 
 
@@ -290,7 +291,7 @@ def _empty_cell_text(record: dict[str, Any], never: str, unreached: int) -> str:
         return _unavailable_text(record["reason"])
     for status in ("diverged", "failed"):
         if record[status]:
-            return str(status)
+            return status
     if record[MISSING]:
         return "not run" if record.get("not_run") == record[MISSING] else _missing_note(record)
     return ""
