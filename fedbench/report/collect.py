@@ -203,13 +203,17 @@ def read_run(
 
 
 def _warn_gone(run: dict[str, Any], what: str) -> None:
+    """The warning line of a run whose results are gone (the plan's record that it finished,
+    where it has one, is no result)."""
+    status = run.get("status")
+    recorded = f" (plan.json records it as {status})" if status in SUMMARY_STATUSES else ""
     log.warning(
-        "warning: run %s (%s, seed %s) %s in plan.json, but %s; the report counts it as missing",
+        "warning: run %s (%s, seed %s): %s%s; the report counts it as missing",
         run["run_id"],
         run["method"],
         run["seed"],
-        run.get("status"),
         what,
+        recorded,
     )
 
 

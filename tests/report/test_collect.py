@@ -90,7 +90,10 @@ def test_a_deleted_run_folder_is_missing_with_its_seed_in_every_output(tmp_path:
         assert "seed 2 missing" in text, name
         if name != "table.csv":  # the cells only
             assert header in " ".join(text.split()).replace("\\", ""), name
-    assert f"run {gone.name} (FedAdamW, seed 2) completed in plan.json" in caplog.text
+    assert (
+        f"run {gone.name} (FedAdamW, seed 2): its run folder is gone (plan.json records it as "
+        "completed); the report counts it as missing"
+    ) in caplog.text
 
 
 @pytest.mark.parametrize(
