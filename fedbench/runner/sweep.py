@@ -176,6 +176,37 @@ def seeds_note(plan: Plan) -> str | None:
     )
 
 
+def threads_note(outcomes: dict[str, Outcome], runs_root: Path) -> str | None:
+    """A line when a sweep reused finished CPU runs trained at other torch thread counts than
+    the runs it trained itself (their run ids are the same: the count is a speed setting):
+    their numbers differ in the last digits, and the report marks the cells that mix them."""
+    from fedbench.report.collect import cpu_threads
+
+    counts: dict[bool, dict[int, int]] = {True: {}, False: {}}  # cached -> count -> runs
+    for run_id, outcome in outcomes.items():
+        if outcome.status != "completed":
+            continue
+        with contextlib.suppress(OSError, BadFile):
+            threads = cpu_threads(RunFolder(child_folder(runs_root, run_id)).read_summary())
+            if threads is not None:
+                mine = counts[outcome.cached]
+                mine[threads] = mine.get(threads, 0) + 1
+    reused, trained = counts[True], counts[False]
+    if not reused or not trained or set(reused) == set(trained):
+        return None
+
+    def text(by_count: dict[int, int]) -> str:
+        return " and ".join(
+            f"{n} at {t} thread{'s' * (t != 1)}" for t, n in sorted(by_count.items())
+        )
+
+    return (
+        f"note: this sweep reused finished runs trained at other torch thread counts ({text(reused)}) "
+        f"than the runs it trained ({text(trained)}); results differ in their last digits between "
+        "counts, and the report marks the cells that mix them (mixed threads)"
+    )
+
+
 def write_json_plan(plan: Plan, path: Path) -> None:
     """The plan as one JSON file: table, preset, --set, and per run its cell, seed, run id and
     resolved run config (`fedbench run ... --dry-run --write-plan plan.json`)."""
@@ -313,6 +344,9 @@ def run_sweep(
         else:
             outcomes = launch(plan, out, workers=workers, console=console)
         write_plan(plan, held, outcomes)
+        note = threads_note(outcomes, out / "runs")
+        if note is not None:
+            say(note)
         result = SweepResult(plan, held, outcomes)
         if report:
             from fedbench.report import build_report
