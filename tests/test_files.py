@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from fedbench.files import (
     interrupts_deferred,
     remove_stale_temporaries,
+    temporary_folder,
     temporary_name,
     write_file,
     write_json,
@@ -107,3 +109,50 @@ def test_stale_temporaries_of_dead_processes_go_live_ones_stay(tmp_path: Path):
     assert remove_stale_temporaries(tmp_path) == [stale]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "notes.tmp"])
     assert remove_stale_temporaries(tmp_path / "missing") == []
+
+
+def _ctrl_c_after_mkdir(monkeypatch, tmp_path: Path) -> None:
+    """A Ctrl-C delivered the moment tempfile's mkdir has made a folder in `tmp_path` (what a
+    watcher that signals once it sees the folder appear does, on a loaded machine)."""
+    made = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def mkdtemp(*args, **kwargs):
+        path = made(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+
+
+def test_a_ctrl_c_just_after_the_temporary_folder_is_made_still_removes_it(
+    monkeypatch, tmp_path: Path
+):
+    """tempfile.TemporaryDirectory registers its cleanup after mkdtemp returned: an interrupt in
+    between left the folder (the smoke check's SIGTERM flake)."""
+    _ctrl_c_after_mkdir(monkeypatch, tmp_path)
+    with pytest.raises(KeyboardInterrupt), temporary_folder("fedbench-x-") as folder:
+        (folder / "run").mkdir()  # never reached: the interrupt is raised on entry
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_ctrl_c_during_the_smoke_check_leaves_no_temporary_folder(monkeypatch, tmp_path: Path):
+    from fedbench.runner.smoke.run import run_cells
+
+    _ctrl_c_after_mkdir(monkeypatch, tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        run_cells([], print)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_temporary_folder_is_removed_whatever_ends_the_block(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with temporary_folder("fedbench-x-") as folder:
+        assert folder.is_dir() and folder.parent == tmp_path
+        assert folder.name.startswith("fedbench-x-")
+        (folder / "runs" / "a").mkdir(parents=True)
+    with pytest.raises(ValueError), temporary_folder("fedbench-x-") as folder:
+        (folder / "file").write_text("x")
+        raise ValueError
+    assert list(tmp_path.iterdir()) == []

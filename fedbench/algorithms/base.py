@@ -213,8 +213,13 @@ class Algorithm(ABC):
     #: Set on a plain dp_ twin (registered by `register_dp`): the algorithm it equals when that
     #: one runs with a `privacy:` section. Run ids hash the two as one computation.
     dp_twin_of: ClassVar[str | None] = None
-    #: Privatised gradients per local step, counted by the privacy accountant (DP-FedSAM: 2).
+    #: Gradients a local step takes on its one batch (FedSAM, FAFED: 2): each is privatised
+    #: with its own noise in a private run, and the accountant counts the step as ONE release
+    #: of that many gradients of one batch (fedbench.privacy.accounting). See `round_gradients`.
     gradients_per_step: ClassVar[int] = 1
+    #: The first rounds of a run whose steps take other numbers of gradients than every later
+    #: round's (`round_gradients`; FAFED: 1, its initial exchange).
+    initial_rounds: ClassVar[int] = 0
     #: False when `local_step` is not elementwise over the tensors it gets (it mixes entries
     #: of a tensor, e.g. an FFT), so it cannot run on the vectorised engine's stacked clients.
     #: A rule with several gradients per step stays True: the stacked executor hands it a
@@ -313,6 +318,16 @@ class Algorithm(ABC):
         """Update y in place after gradient g of local step k (1-based); g may be overwritten.
         k is a Python int, or a 0-d tensor when the rule sets `capturable_step` and the step is
         captured (`Scalar`)."""
+
+    @classmethod
+    def round_gradients(cls, round_index: int, local_steps: int) -> dict[int, int]:
+        """{g: how many of round r's K local steps call the gradient oracle g times}: what a
+        client privatises in the round, all g gradients of a step on that step's batch. Every
+        round from `initial_rounds` on is the same. Default: {gradients_per_step: K}. The
+        privacy accountant composes this; the sequential executor checks it against the
+        oracle's calls in every private client round, so that a rule whose calls disagree with
+        it fails rather than report a wrong epsilon."""
+        return {cls.gradients_per_step: local_steps}
 
     @classmethod
     def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:

@@ -179,8 +179,9 @@ ALGORITHMS.register("dp_fedavg_ls")(DPFedAvgLS)
 
 
 class DPFedSAM(dp_variant(FedSAM, "dp_fedsam")):  # type: ignore[misc]
-    """DP-FedSAM (Shi et al. 2023): FedSAM's local SAM step, both gradients privatised (the
-    accountant counts 2 per step)."""
+    """DP-FedSAM (Shi et al. 2023): FedSAM's local SAM step, both gradients privatised on the
+    step's one batch (accounted as one subsampled release of the pair: a Gaussian at noise
+    multiplier sigma / sqrt(2) per step)."""
 
     paper = "Shi et al. 2023 (CVPR), DP-FedSAM; baseline of DP-FedAdamW"
 

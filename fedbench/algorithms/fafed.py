@@ -35,7 +35,8 @@ Choices where the paper's text available to fedbench is silent (documented in do
 a 0.1 (STORM weight of the fresh gradient), beta2 0.999, rho 0.1, client lr 0.01. H is fixed
 for a whole round from v_bar, so a coordinate whose v is still ~0 takes steps lr * m / rho: with
 rho 1e-3 a CNN on digits diverged in its first round (test loss ~1900), with rho 0.1 it trains.
-Two gradients per local step (DP accounting counts both; round 0 uses one, so it over-counts).
+Two gradients per local step on its one batch (DP accounting: one release of a pair per step;
+round 0: one release of one gradient, `round_gradients`).
 comm_up 3d (Delta, m, v), comm_down 4d (x, m_bar, v_bar, x_prev).
 """
 
@@ -84,6 +85,8 @@ class FAFED(Algorithm):
     params: FAFEDConfig
     #: STORM evaluates the gradient at the new and at the previous point on the same batch.
     gradients_per_step: ClassVar[int] = 2
+    #: Round 0 is the initial exchange: one gradient, at the first local step.
+    initial_rounds: ClassVar[int] = 1
     #: Its uploaded v builds the shared adaptive matrix sqrt(v) + rho.
     nonnegative_uploads = frozenset({"v"})
 
@@ -173,6 +176,14 @@ class FAFED(Algorithm):
             torch._foreach_addcmul_(local["v"], g_new, g_new, value=1.0 - p.beta2)
             local["y_prev"] = y_now
             addcdiv_scaled_(y, local["m"], local["h"], -info.lr)
+
+    @classmethod
+    def round_gradients(cls, round_index: int, local_steps: int) -> dict[int, int]:
+        """Round 0 (the initial exchange): one gradient at step 1, none at the other steps;
+        later rounds: two gradients (the new and the previous point) at every step."""
+        if round_index < cls.initial_rounds:
+            return {1: min(1, local_steps), 0: max(local_steps - 1, 0)}
+        return super().round_gradients(round_index, local_steps)
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         raise TypeError(

@@ -35,7 +35,8 @@ class FedSAM(FedAvg):
     Params = FedSAMConfig
     paper = "Qu et al. 2022 (ICML), FedSAM"
     params: FedSAMConfig
-    #: Two gradients per step (the accountant of the dp_ twin counts both).
+    #: Two gradients per step on its one batch (the dp_ twin's accountant: one release of a
+    #: pair per step, fedbench.privacy.accounting).
     gradients_per_step: ClassVar[int] = 2
 
     def local_step_with_oracle(

@@ -18,6 +18,11 @@ from rich.table import Table
 from fedbench.errors import FedbenchError, Interrupted
 from fedbench.listing import Listing
 
+try:  # typer vendors click (typer._click) from 0.2x on; before, it runs on click itself
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover (older typer)
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
 app = typer.Typer(
     name="fedbench",
     help="Reproducible federated-optimisation experiments (FedAdamW, DP-FedAdamW, FedAdamom).",
@@ -238,10 +243,44 @@ def main() -> None:
             _end_quietly()
 
 
+def usage_error_line(exc: click_errors.UsageError) -> str:
+    """A usage error (a bad-typed or unknown option, a missing argument) as fedbench's one
+    line: what is wrong and where the command's options are listed, instead of click's
+    Usage / Try / Error block."""
+    names = []
+    ctx = exc.ctx
+    while ctx is not None and ctx.parent is not None:  # the root's name may be `python -m ..`
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    command = " ".join(["fedbench", *reversed(names)])
+    return f"{exc.format_message().rstrip('.')}; see `{command} --help`"
+
+
+def _run_click(args: list[str] | None = None) -> None:
+    """The Typer app, every click error handled here, for every command: a usage error is one
+    line and exit 2 (`usage_error_line`), the help of a command given no arguments is printed
+    as click prints it, and an explicit exit (`typer.Exit`, --help, --version) keeps its code."""
+    try:
+        code = app(args=args, standalone_mode=False)
+    except click_errors.NoArgsIsHelpError as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click_errors.UsageError as exc:
+        raise FedbenchError(usage_error_line(exc)) from None
+    except click_errors.ClickException as exc:
+        err_console.print(f"error: {exc.format_message()}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err_console.print("Aborted!", markup=False, highlight=False)
+        sys.exit(1)
+    # Without standalone mode click returns an explicit exit's code (typer.Exit, --help).
+    sys.exit(code if isinstance(code, int) else 0)
+
+
 def _run_app(terminated: list[int]) -> None:
     try:
         check_set_arguments(sys.argv[1:])
-        app()
+        _run_click()
     except StdoutClosed:
         _end_quietly()
     except FedbenchError as exc:

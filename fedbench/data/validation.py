@@ -4,6 +4,10 @@ Hyperparameters are chosen on it (`fedbench tune`), never on the test set: with 
 the run trains on the other (1 - f) of the training samples and evaluates on the held-out ones,
 which take the place of the test set. The split is seeded by `partition.seed`, so every run seed
 and every tuning trial of a table sees the same validation samples.
+
+`run_data` is the one place that loads a run's data: every path that trains or evaluates a run
+(the engine, `fedbench blocks`, `fedbench epsilon`'s client sizes) gets it from there, so none can
+load the test set for a validation run (tests/data/test_validation.py checks the callers).
 """
 
 from __future__ import annotations
@@ -13,8 +17,16 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from fedbench.data.base import Dataset
+from fedbench.config import RunConfig
+from fedbench.data.base import Dataset, load_dataset
 from fedbench.errors import FedbenchError
+
+
+def run_data(cfg: RunConfig) -> Dataset:
+    """The data run `cfg` trains and evaluates on: the configured dataset with
+    `data.val_fraction` of its training samples held out as the evaluation set (the test set is
+    then not loaded into the run at all)."""
+    return holdout_validation(load_dataset(cfg.data), cfg.data.val_fraction, cfg.partition.seed)
 
 
 def holdout_validation(data: Dataset, fraction: float, seed: int) -> Dataset:

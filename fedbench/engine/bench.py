@@ -19,9 +19,7 @@ from __future__ import annotations
 import copy
 import resource
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -31,6 +29,7 @@ from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import RunSetup, prepare_run
+from fedbench.files import temporary_folder
 from fedbench.listing import Listing
 from fedbench.step import Objective, autocast_context
 from fedbench.threads import current_record
@@ -105,8 +104,8 @@ def run_bench(
     device = setup.device
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    with tempfile.TemporaryDirectory(prefix="fedbench-bench-") as tmp:
-        engine = select_engine(setup, RunFolder(Path(tmp)), None)
+    with temporary_folder("fedbench-bench-") as tmp:
+        engine = select_engine(setup, RunFolder(tmp), None)
         engine_name = engine.name
         bare = BareLoop(setup)
         steps_per_round = len(setup.schedule[0]) * cfg.fl.local_steps

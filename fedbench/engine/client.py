@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -146,13 +147,17 @@ def _gradient_oracle(
     cast: contextlib.AbstractContextManager[object],
     n_local: int,
     noise: torch.Generator | None,
+    calls: list[int] | None = None,
 ) -> Callable[[], list[Tensor]]:
     """g at the current parameters for the batch (xb, yb): privatised (per-sample clipping and
-    noise) in a private run, else the clipped gradient of the local loss."""
+    noise) in a private run, else the clipped gradient of the local loss. A private gradient
+    adds one to `calls[-1]` (the step's count, `check_releases`)."""
 
     def gradient() -> list[Tensor]:
         if run.private is not None:
             assert noise is not None  # a private run draws its noise from the client's generator
+            if calls is not None:
+                calls[-1] += 1
             return run.private(xb, yb, n_local=n_local, generator=noise)
         with cast:
             loss = _local_loss(run, xb, yb, local, info)
@@ -161,6 +166,35 @@ def _gradient_oracle(
         return grads
 
     return gradient
+
+
+def _batch(run: LocalTraining, idx: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """The samples `idx` as the step sees them: augmented (drawing from the client's
+    generator), prepared on the device, in NHWC for a channels_last model."""
+    data = run.data
+    xb, yb = data.x_train[idx], data.y_train[idx]
+    if data.augment is not None:
+        xb = data.augment(xb, generator)
+    if run.prepare is not None:
+        xb = run.prepare(xb)
+    if run.channels_last and xb.ndim == 4:
+        xb = xb.contiguous(memory_format=torch.channels_last)
+    return xb, yb
+
+
+def check_releases(algorithm: Algorithm, round_index: int, calls: list[int]) -> None:
+    """The private gradients each local step of a client round took (`calls`) against what
+    the algorithm declares and the accountant composes (`Algorithm.round_gradients`): a rule
+    that privatises more (or other) gradients than it declares would report a wrong epsilon,
+    so the run fails instead."""
+    declared = {g: n for g, n in algorithm.round_gradients(round_index, len(calls)).items() if n}
+    taken = dict(Counter(calls))
+    if taken != declared:
+        name = type(algorithm).__name__
+        raise RuntimeError(
+            f"{name} privatised {taken} ({{gradients: steps}}) in round {round_index} but "
+            f"declares {declared} (round_gradients), which the privacy accountant counts"
+        )
 
 
 def run_client(
@@ -182,7 +216,7 @@ def run_client(
     a function computing g at the current parameters (one call by default; DP-FedSAM: two).
     """
     model, params, algorithm = run.model, run.params, run.algorithm
-    data, prepare, private = run.data, run.prepare, run.private
+    private = run.private
     seed, autocast = run.seed, run.autocast
     client_key = client_seed(seed, info.round_index, client)
     generator = torch.Generator().manual_seed(client_key)
@@ -199,23 +233,22 @@ def run_client(
     model.train()
     _hand_full_gradient(run, samples, cast, local, info)  # Mime's c_i = grad f_i(x), if used
     step_sizes: list[Tensor] = []
+    #: Private gradients per local step, checked against what the accountant counts.
+    calls: list[int] | None = [] if private is not None else None
     for k in range(1, info.local_steps + 1):
-        idx = order[k - 1]
-        xb, yb = data.x_train[idx], data.y_train[idx]
-        if data.augment is not None:
-            xb = data.augment(xb, generator)
-        if prepare is not None:
-            xb = prepare(xb)
-        if run.channels_last and xb.ndim == 4:
-            xb = xb.contiguous(memory_format=torch.channels_last)
+        xb, yb = _batch(run, order[k - 1], generator)
         before = [p.detach().clone() for p in params] if measure_steps else None
         if run.captured is not None:
             run.captured(local, xb, yb, k, info.at_step(k))
         else:
-            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise)
+            if calls is not None:
+                calls.append(0)
+            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise, calls)
             algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
         if before is not None:
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))
+    if calls is not None:
+        check_releases(algorithm, info.round_index, calls)
     if not measure_steps:
         return None
     return float(torch.stack(step_sizes).mean()) / float(info.lr)  # info.lr: a float here

@@ -15,10 +15,12 @@ is captured once per shape and replayed every step:
   round info's fields other than the scalars (a graph freezes every Python value it saw).
 
 The capture is one seam, `StepReplay`: `CudaReplay` (torch.cuda.CUDAGraph, warm-up on a side
-stream as torch documents, then capture) on a GPU, `EagerReplay` (the step called again on the
-same static buffers) in the CPU tests, which hold the plumbing bitwise to the eager executor.
-Either one's capture runs the step for real (the warm-up), so the chunk's start values are loaded
-again after it. Used where `stacked_graphs_unsupported` is None: a CUDA, non-private, uncompiled
+stream as torch documents, then capture) on a GPU; in the CPU tests, `RecordedReplay`
+(fedbench.engine.recorded: the step's aten ops recorded once and replayed on the tensors they
+read, as a graph replays on the memory it captured, so copy-in code that rebinds a static buffer
+fails them), which hold the plumbing bitwise to the eager executor. `EagerReplay` (the step's
+Python called again) is what runs after a failed capture. Each one's capture runs the step for
+real (the warm-up), so the chunk's start values are loaded again after it. Used where `stacked_graphs_unsupported` is None: a CUDA, non-private, uncompiled
 run whose rule's whole step is capturable (`captured_unsupported`).
 """
 
@@ -91,9 +93,10 @@ class CudaReplay:
 
 
 class EagerReplay:
-    """The CPU stand-in of `CudaReplay` (tests): capture runs the step once, as the warm-up does;
-    a replay calls it again on the same static buffers. Given its `step`, it is also what runs
-    after a failed capture (`StepGraphs.fallback`)."""
+    """The step run eagerly on the static buffers: capture runs it once, as the warm-up does; a
+    replay calls it again. Given its `step`, it is what runs after a failed capture
+    (`StepGraphs.fallback`). Not a stand-in for a graph: its replay reruns the step's Python, so
+    it reads a rebound buffer that a graph would miss (fedbench.engine.recorded)."""
 
     def __init__(self, step: Callable[[], None] | None = None) -> None:
         self.step = step

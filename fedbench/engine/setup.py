@@ -11,10 +11,10 @@ from torch import Tensor, nn
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec
 from fedbench.config import RunConfig
-from fedbench.data import Dataset, load_dataset
+from fedbench.data import Dataset
 from fedbench.data.client_test import ClientTestSplit, split_client_test
 from fedbench.data.partition import partition
-from fedbench.data.validation import holdout_validation
+from fedbench.data.validation import run_data
 from fedbench.engine.accelerate import check_cuda_graphs
 from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
@@ -55,7 +55,7 @@ def param_spec(model: nn.Module) -> ParamSpec:
 
 def model_and_spec(cfg: RunConfig) -> ParamSpec:
     """The ParamSpec of the configured model on the configured data (`fedbench blocks`)."""
-    data = holdout_validation(load_dataset(cfg.data), cfg.data.val_fraction, cfg.partition.seed)
+    data = run_data(cfg)
     input_shape = data.input_shape
     if cfg.data.image_size is not None and len(input_shape) == 3:
         input_shape = (input_shape[0], cfg.data.image_size, cfg.data.image_size)
@@ -137,7 +137,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     device = resolve_device(cfg.runtime.device)
     check_cuda_graphs(cfg, device)
     algorithm_cls = ALGORITHMS.get(cfg.algorithm.name)
-    data = load_dataset(cfg.data)
+    data = run_data(cfg)
     labels = data.y_train.numpy()
     parts = partition(labels, cfg.partition, data.num_classes, data.client_train)
     parts, client_test = split_client_test(cfg, data, parts)

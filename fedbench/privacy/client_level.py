@@ -48,7 +48,7 @@ from torch import Tensor
 from fedbench.algorithms.base import Upload, squared_norm
 from fedbench.config import PrivacyConfig
 from fedbench.errors import FedbenchError
-from fedbench.privacy.accounting import calibrate_noise, worst_epsilon
+from fedbench.privacy.accounting import Account, account, calibrate_noise, worst_epsilon
 from fedbench.privacy.status import accounting_status
 
 #: Salt of the server's noise stream (independent of the clients' batch and noise streams).
@@ -101,10 +101,18 @@ class ClientLevelPlan:
 
     def epsilon(self, rounds_done: int | None = None) -> float:
         """epsilon after `rounds_done` rounds (default: the whole run); the same for every client."""
-        steps = self.rounds if rounds_done is None else rounds_done
         return worst_epsilon(
-            self.noise_multiplier, [self.rate], [steps], self.config.delta, self.config.accountant
+            self.noise_multiplier,
+            [self.account(rounds_done)],
+            self.config.delta,
+            self.config.accountant,
         )
+
+    def account(self, rounds_done: int | None = None) -> Account:
+        """Every client's releases after `rounds_done` rounds (default: the whole run): one
+        Gaussian release of the round's clipped updates per round, at q = S / N."""
+        rounds = self.rounds if rounds_done is None else rounds_done
+        return account(self.rate, {1: rounds})
 
     def client_epsilons(self) -> list[float]:
         return [self.epsilon()] * self.num_clients
@@ -149,7 +157,10 @@ def client_level_plan(
     z = cfg_privacy.noise_multiplier
     if cfg_privacy.target_epsilon is not None:
         z = calibrate_noise(
-            cfg_privacy.target_epsilon, [rate], [rounds], cfg_privacy.delta, cfg_privacy.accountant
+            cfg_privacy.target_epsilon,
+            [account(rate, {1: rounds})],
+            cfg_privacy.delta,
+            cfg_privacy.accountant,
         )
     plan = ClientLevelPlan(cfg_privacy, z, rate, rounds, sampled, num_clients, dropout)
     plan.update_noise_multiplier  # noqa: B018 (raises a FedbenchError on an impossible split)

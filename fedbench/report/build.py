@@ -14,6 +14,8 @@ from rich.console import Group
 
 from fedbench.files import remove_stale_temporaries, write_file
 from fedbench.report.collect import (
+    MISSING,
+    NOT_RUN,
     collect,
     paper_configs,
     plan_table,
@@ -50,7 +52,7 @@ from fedbench.runner.table_config import TableConfig, column_key
 
 SUMMARY_COLUMNS = ("method", "metric", "mean", "std", "n", "paper_mean", "paper_std")
 #: summarise()'s working columns, not written to summary.csv.
-INTERNAL_COLUMNS = ("setting_json", "values", "seeds", "cell", "paper")
+INTERNAL_COLUMNS = ("setting_json", "values", "seeds", "cell", "paper", "not_run")
 STATISTICS = {"final": "final", "best": "best", "last_k_mean": "mean of the last {k}"}
 
 
@@ -69,20 +71,50 @@ def _details(
     table: TableConfig,
     seeds: list[int],
     labels: dict[str, tuple[str, str]] | None = None,
+    runs: pd.DataFrame | None = None,
 ) -> str:
     """'preset quick; 5 seeds (0-4); each run's final evaluation; --set: none', and with --tuned
-    what was tuned in which column (`_tuned_text`; labels: setting JSON -> column names)."""
+    what was tuned in which column (`_tuned_text`; labels: setting JSON -> column names). Where
+    some of the plan's `runs` have no result, '5 seeds planned (0-4)' and which (`_missing_text`)."""
     statistic = STATISTICS[table.report].format(k=table.last_k)
     seed_text = ", ".join(map(str, seeds))
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         seed_text = f"{seeds[0]}-{seeds[-1]}"
+    missing = _missing_text(runs, labels or {}) if runs is not None else ""
+    planned = " planned" if missing else ""
     overrides = plan.get("overrides") or []
     return (
         (f"preset {plan['preset']}" if plan.get("preset") else "no preset")
-        + f"; {len(seeds)} seed{'s' * (len(seeds) != 1)} ({seed_text}); each run's {statistic} "
-        f"evaluation; --set: {', '.join(overrides) if overrides else 'none'}"
+        + f"; {len(seeds)} seed{'s' * (len(seeds) != 1)}{planned} ({seed_text}){missing}; "
+        f"each run's {statistic} evaluation; --set: {', '.join(overrides) if overrides else 'none'}"
         + _tuned_text(plan, labels or {})
     )
+
+
+#: The missing runs the header names one by one; more are counted.
+MISSING_NAMED = 6
+
+
+def _missing_text(runs: pd.DataFrame, labels: dict[str, tuple[str, str]]) -> str:
+    """', 1 of 8 runs missing (left out): FedAvg in Dir-0.1 seed 2 (its run folder is gone)':
+    the planned runs without a result (collect.read_run), each with its seed and why, the
+    first MISSING_NAMED of them by name; runs not run yet are counted, not named."""
+    if runs.empty:
+        return ""
+    missing = runs[runs["status"] == MISSING]
+    if missing.empty:
+        return ""
+    named = []
+    for run in missing[missing["reason"] != NOT_RUN].itertuples():
+        column = _column_name(str(run.setting), labels)
+        where = f"{run.method} in {column}" if column else str(run.method)
+        named.append(f"{where} seed {run.seed} ({run.reason})")
+    not_run = len(missing) - len(named)
+    if len(named) > MISSING_NAMED:
+        named = [*named[:MISSING_NAMED], f"{len(named) - MISSING_NAMED} more"]
+    if not_run:
+        named.append(f"{not_run} not run yet")
+    return f", {len(missing)} of {len(runs)} runs missing (left out): {'; '.join(named)}"
 
 
 def _tuned_text(plan: dict[str, Any], labels: dict[str, tuple[str, str]]) -> str:
@@ -117,7 +149,8 @@ def _tuned_text(plan: dict[str, Any], labels: dict[str, tuple[str, str]]) -> str
         rows.append(text)
     if untuned:
         rows.append(f"not tuned (the table's values): {', '.join(untuned)}")
-    return f"; tuned (fedbench tune): {'; '.join(rows)}"
+    chosen_on = plan.get("tuned_on") or "an unrecorded split (plan.json predates the record)"
+    return f"; tuned (fedbench tune, chosen on {chosen_on}): {'; '.join(rows)}"
 
 
 def _column_name(setting_json: str, labels: dict[str, tuple[str, str]]) -> str:
@@ -266,7 +299,7 @@ def build_report(
         ran=ran_text,
         rows=scoped.rows_text(),
         columns=columns_legend,
-        details=_details(plan, table, seeds, labels),
+        details=_details(plan, table, seeds, labels, runs),
         paper_label=paper_heading,
         paper_caveat=caveat,
         note=table.note.strip(),

@@ -4,6 +4,7 @@ one row per run and evaluated round)."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ from fedbench.config import read_yaml
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
-from fedbench.readback import read_plan_file
+from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.privacy_cells import run_privacy
 from fedbench.runner.table_config import (
     DIAGNOSTIC_METRICS,
@@ -25,7 +26,19 @@ from fedbench.runner.table_config import (
 )
 from fedbench.suggest import unknown
 
+log = logging.getLogger("fedbench")
+
 PLAN_FILE = "plan.json"
+#: The status of a planned run without a result; its `reason` says why (below, or a file that
+#: does not read back).
+MISSING = "missing"
+NOT_RUN = "not run yet"
+UNFINISHED = "unfinished (no summary.json yet)"
+#: plan.json statuses of runs that wrote a summary.json: without one the run is gone.
+SUMMARY_STATUSES = ("completed", "diverged")
+#: plan.json statuses of runs that may have written nothing (refused up front, or failed
+#: before the run folder existed): without a summary.json, plan.json's record stands.
+NO_SUMMARY_STATUSES = ("unsupported", "failed")
 #: Lower is better for these metrics (best = min, bold = min).
 LOWER_IS_BETTER = {
     "train_loss",
@@ -102,12 +115,7 @@ def collect(
     records, curve_rows = [], []
     for run in plan["runs"]:
         run_dir = child_folder(runs_root, run["run_id"])
-        run_folder = RunFolder(run_dir)
-        summary = run_folder.read_summary()  # validated: a bad one is one line (BadFile)
-        status = (summary or {}).get("status") or run.get("status") or "missing"
-        if status == "planned":
-            status = "missing"
-        reason = (summary or {}).get("error") or run.get("reason")
+        summary, rows, status, reason = read_run(run, run_dir)
         setting = json.dumps(run["setting"], sort_keys=False)
         record: dict[str, Any] = {
             "method": run["method"],
@@ -118,16 +126,12 @@ def collect(
             "reason": reason,
             # rounds_to_target: "not reached in R rounds" needs R.
             "rounds": (summary or {}).get("rounds"),
+            "threads": cpu_threads(summary),
         }
         private = (summary or {}).get("epsilon") is not None
         config = run_dir / "config.yaml"
         cfg = read_yaml(config) if private and config.is_file() else None  # privacy.clip
         record.update(run_privacy(summary, cfg))
-        rows = (
-            read_rows(run_folder.metrics, strict=True, fix=run_folder.retrain_hint)
-            if summary
-            else []
-        )
         for metric in table.metrics:
             if metric in ("test_acc", "train_loss", "test_loss"):
                 record[metric] = statistic(rows, metric, table.report, table.last_k)
@@ -152,6 +156,65 @@ def collect(
         curve_rows, columns=["method", "setting", "seed", "round", "train_loss", "test_acc"]
     )
     return runs, curves
+
+
+def cpu_threads(summary: dict[str, Any] | None) -> int | None:
+    """The torch thread count a CPU run trained with (summary.json's `torch_threads`): training's
+    sums are split over the threads, so runs at two counts differ in their last digits. None for
+    a run on a GPU (whose arithmetic the count does not touch) or a summary without it."""
+    if not summary or not str(summary.get("device") or "cpu").startswith("cpu"):
+        return None
+    value = summary.get("torch_threads")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_run(
+    run: dict[str, Any], run_dir: Path
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], str, str | None]:
+    """(summary.json, metrics.jsonl rows, status, reason) of one planned run, from its folder.
+
+    Only a summary.json that reads back, beside its metrics.jsonl, makes a result. Without one
+    the run is `missing`, and the reason says why: never run, unfinished, its folder or a file of
+    it gone, or a file that does not read back (a warning names the file; plan.json's record of a
+    run that completed is not a result). A run that plan.json records as refused up front
+    (unsupported) or failed without a summary keeps that record: it wrote nothing to lose."""
+    folder = RunFolder(run_dir)
+    planned = run.get("status")
+    try:
+        summary = folder.read_summary()  # validated: a bad one is a BadFile
+        rows = read_rows(folder.metrics, strict=True, fix=folder.retrain_hint) if summary else []
+    except BadFile as bad:
+        reason = f"{bad.path.name} {bad.what}"
+        log.warning("warning: %s: %s; the report counts the run as missing", bad.path, bad.what)
+        return None, [], MISSING, reason
+    if summary is not None:
+        status = summary.get("status") or MISSING
+        if status == "completed" and not folder.metrics.is_file():
+            _warn_gone(run, "its metrics.jsonl is gone")
+            return None, [], MISSING, "its metrics.jsonl is gone"
+        return summary, rows, status, summary.get("error") or run.get("reason")
+    if planned in NO_SUMMARY_STATUSES:
+        return None, [], str(planned), run.get("reason")
+    if planned in SUMMARY_STATUSES:
+        gone = "its summary.json is gone" if run_dir.is_dir() else "its run folder is gone"
+        _warn_gone(run, gone)
+        return None, [], MISSING, gone
+    return None, [], MISSING, UNFINISHED if run_dir.is_dir() else NOT_RUN
+
+
+def _warn_gone(run: dict[str, Any], what: str) -> None:
+    """The warning line of a run whose results are gone (the plan's record that it finished,
+    where it has one, is no result)."""
+    status = run.get("status")
+    recorded = f" (plan.json records it as {status})" if status in SUMMARY_STATUSES else ""
+    log.warning(
+        "warning: run %s (%s, seed %s): %s%s; the report counts it as missing",
+        run["run_id"],
+        run["method"],
+        run["seed"],
+        what,
+        recorded,
+    )
 
 
 def run_configs(plan: dict[str, Any], runs_root: Path) -> dict[str, dict[str, Any]]:

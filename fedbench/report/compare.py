@@ -200,6 +200,7 @@ def read_side(spec: str, metric: str) -> Side:
         if value is not None and not math.isnan(value):
             values[setting].append(float(value))
             seeds[setting].append(int(seed))
+    values, seeds = _recorded(spec, row, metric, values, seeds)
     configs = run_configs(plan, folder.parent / "runs")
     by_column: dict[str, list[dict]] = {}
     for run in plan["runs"]:
@@ -286,6 +287,29 @@ def setting_differences(a: Side, b: Side) -> list[str]:
 def _sections(settings: dict[str, Any]) -> list[str]:
     """The config sections with a value (privacy: null is no section)."""
     return list(dict.fromkeys(k.split(".")[0] for k, v in settings.items() if v is not None))
+
+
+def _recorded(
+    spec: str,
+    row: str,
+    metric: str,
+    values: dict[str, list[float]],
+    seeds: dict[str, list[int]],
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """The columns in which some completed run of the row recorded `metric`; none at all is a
+    one-line error (epsilon, say, on a row trained without privacy), not a mean of nothing."""
+    kept = [setting for setting, found in values.items() if found]
+    if not kept:
+        why = (
+            " (only private runs record epsilon: this row ran without a privacy section)"
+            if metric == "epsilon"
+            else ""
+        )
+        raise FedbenchError(
+            f"{spec}: no completed run of row {row!r} recorded {metric!r}{why}; compare a "
+            "metric its runs record (e.g. --metric test_acc)"
+        )
+    return {s: values[s] for s in kept}, {s: seeds[s] for s in kept}
 
 
 def _require_runs(folder: Path, row: str, mine, runs) -> None:  # noqa: ANN001 (frames)

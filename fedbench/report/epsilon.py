@@ -23,13 +23,18 @@ from fedbench.suggest import did_you_mean
 def client_sizes(cfg: RunConfig, client_size: int | None = None) -> list[int]:
     """n_i of every client: `client_size` for all of them, else from the actual partition."""
     if client_size is not None:
+        if client_size < 1:
+            raise FedbenchError(
+                f"--client-size {client_size}: give the samples per client, a positive number "
+                "(e.g. --client-size 1000 for CIFAR-10 over 50 clients)"
+            )
         return [client_size] * cfg.partition.clients
-    from fedbench.data import load_dataset
     from fedbench.data.client_test import split_client_test
     from fedbench.data.partition import partition
+    from fedbench.data.validation import run_data
 
     try:
-        data = load_dataset(cfg.data)
+        data = run_data(cfg)
     except FedbenchError as exc:
         raise FedbenchError(
             f"{exc} (or skip the data: --client-size N, the samples per client)"
@@ -67,13 +72,15 @@ def describe_privacy(cfg: RunConfig, client_size: int | None = None) -> str:
             f"q = S/N = {plan.expected_clients}/{plan.num_clients} = {plan.rate:.4g}",
         ]
     else:
-        steps = plan.steps()
-        worst = max(range(plan.num_clients), key=lambda i: (steps[i], plan.rates[i]))
+        accounts = plan.accounts()
+        worst = max(range(plan.num_clients), key=lambda i: (accounts[i].gradients, plan.rates[i]))
         q = plan.rates[worst]
         middle = [
             f"clip {p.clip:g}; batch {cfg.fl.batch_size}; local_steps {cfg.fl.local_steps}; "
-            f"gradients per step {plan.gradients_per_step}; rounds {cfg.fl.rounds}",
-            f"most-used client {worst}: {steps[worst]} steps at q = {q:.4g} "
+            f"rounds {cfg.fl.rounds}",
+            f"per round a client joins: {plan.releases_per_round()}",
+            f"most-used client {worst}: {accounts[worst].count} releases "
+            f"({accounts[worst].gradients} privatised gradients) at q = {q:.4g} "
             f"(n_i = {round(cfg.fl.batch_size / q) if q < 1 else 'B'})",
         ]
     return "\n".join([head, sigma, *middle, status_line(plan.accounting())])

@@ -25,7 +25,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from fedbench.report.collect import LOWER_IS_BETTER
+from fedbench.report.collect import LOWER_IS_BETTER, MISSING, NOT_RUN
 from fedbench.report.paper import paper_value
 from fedbench.report.privacy_cells import NO_DP, cell_privacy, epsilon_text
 from fedbench.report.significance import (
@@ -113,6 +113,8 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
                 continue
             counts = cell["status"].value_counts().to_dict()
             privacy = cell_privacy(cell)
+            missing = cell[cell["status"] == MISSING]
+            threads = thread_counts(cell[cell["status"] == "completed"]["threads"])
             for metric in table.metrics:
                 ok = cell[(cell["status"] == "completed") & cell[metric].notna()][metric]
                 n = len(ok)
@@ -136,13 +138,18 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
                     "diverged": counts.get("diverged", 0),
                     "failed": counts.get("failed", 0),
                     "unsupported": counts.get("unsupported", 0),
-                    "missing": counts.get("missing", 0),
+                    "missing": counts.get(MISSING, 0),
+                    # which seeds have no result (collect.read_run: why)
+                    "missing_seeds": seed_list(missing["seed"]),
                     "reason": reasons.iloc[0] if len(reasons) else "",
                     "not_reached": len(unreached) if metric == "rounds_to_target" else 0,
                     "rounds": int(cell["rounds"].max()) if cell["rounds"].notna().any() else None,
+                    # the torch thread counts its completed CPU runs trained at: '1', '1/2'
+                    "threads": threads,
                     "setting_json": setting_json,
                     "values": [float(v) for v in ok],
                     "seeds": [int(v) for v in cell.loc[ok.index, "seed"]],
+                    "not_run": int((missing["reason"] == NOT_RUN).sum()),
                 }
                 record["paper"] = paper_text(p_mean, p_std, metric)
                 records.append(record)
@@ -158,6 +165,34 @@ def summarise(runs: pd.DataFrame, table: TableConfig, ci: bool = False) -> pd.Da
             record["cell"] = NO_DP  # its runs completed without privacy
     summary = pd.DataFrame.from_records(records)
     return _mark_best(summary) if len(summary) else summary
+
+
+#: Joins a cell's thread counts; more than one ('1/2') is a cell of mixed thread counts.
+THREADS_JOIN = "/"
+
+
+def thread_counts(values: Any) -> str:
+    """'1', or '1/2' where the runs trained at several torch thread counts ('' when unknown: a
+    GPU run, an older summary)."""
+    counts = sorted({int(v) for v in values if v is not None and not pd.isna(v)})
+    return THREADS_JOIN.join(map(str, counts))
+
+
+def mixed_threads(record: dict[str, Any]) -> bool:
+    """Whether a summary record's completed runs trained at several thread counts."""
+    return THREADS_JOIN in str(record.get("threads") or "")
+
+
+def seed_list(seeds: Any) -> str:
+    """'2' or '0, 3': seeds in order ('' for none)."""
+    return ", ".join(str(int(s)) for s in sorted(seeds))
+
+
+def _missing_note(record: dict[str, Any]) -> str:
+    """'seed 2 missing', 'seeds 0, 3 missing'."""
+    seeds = record.get("missing_seeds") or ""
+    many = "," in seeds
+    return f"seed{'s' * many} {seeds} missing" if seeds else f"{record['missing']} missing"
 
 
 def _column_of(summary: pd.DataFrame, setting_json: str, metric: str) -> pd.DataFrame:
@@ -228,26 +263,38 @@ def cell_text(
     n, mean, std = record["n"], record["mean"], record["std"]
     unreached = record.get("not_reached", 0)
     never = f"not reached in {record.get('rounds')} rounds"
-    if n == 0 and unreached:
-        return never if unreached == 1 else f"{never} ({unreached} runs)"
     if n == 0:
-        if record["unsupported"]:
-            return _unavailable_text(record["reason"])
-        for status in ("diverged", "failed", "missing"):
-            if record[status]:
-                return "not run" if status == "missing" else status
-        return ""
+        return _empty_cell_text(record, never, unreached)
     text = fmt(mean, metric)
     if n > 1 and not (isinstance(std, float) and (math.isnan(std) or std == 0.0)):
         text += f" ± {fmt(std, metric)}"
         if ci and not math.isnan(record.get("ci95_low", math.nan)):
             text += f" [{fmt(record['ci95_low'], metric)}, {fmt(record['ci95_high'], metric)}]"
-    notes = [f"{record[s]} {s}" for s in ("diverged", "failed", "missing") if record[s]]
+    notes = [f"{record[s]} {s}" for s in ("diverged", "failed") if record[s]]
+    if record[MISSING]:
+        notes.append(_missing_note(record))
+    if mixed_threads(record):  # its seeds are not alike to the last digit
+        notes.append(f"mixed threads {record['threads']}")
     if one_seed_note and n == 1:
         notes.insert(0, "1 seed")
     if unreached:  # the mean is over the runs that reached the target
         notes.insert(0, f"{unreached} of {n + unreached} {never}")
     return text + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _empty_cell_text(record: dict[str, Any], never: str, unreached: int) -> str:
+    """Why a cell has no value: the target not reached, unsupported, diverged, failed, not run,
+    or which seeds have no result ('seed 2 missing': collect.read_run)."""
+    if unreached:
+        return never if unreached == 1 else f"{never} ({unreached} runs)"
+    if record["unsupported"]:
+        return _unavailable_text(record["reason"])
+    for status in ("diverged", "failed"):
+        if record[status]:
+            return status
+    if record[MISSING]:
+        return "not run" if record.get("not_run") == record[MISSING] else _missing_note(record)
+    return ""
 
 
 def paper_text(mean: float, std: float, metric: str) -> str:
@@ -319,6 +366,8 @@ class View:
     ci: bool = False
     #: Legend lines of a table with private rows: what ε is, each accounting status and why.
     privacy: list[str] = field(default_factory=list)
+    #: The thread counts of the cells whose runs trained at several ('1/2'): a legend line.
+    mixed_threads: list[str] = field(default_factory=list)
     #: Each row's privacy as curves.png's caption gives it: 'DP-FedAvg (ε 3.12, δ 1e-05, exact)'.
     method_labels: dict[str, str] = field(default_factory=dict)
     #: table.tex's footnote of a table with private rows: what ε is, δ and the accounting
@@ -359,7 +408,20 @@ class View:
             text += f"; ≈: within noise of the best ({self.tests_text()}, p ≥ {LEVEL})"
         if any(m == "comm" for g in self.groups for m in g.metrics):
             text += "; comm: uploads per client-round in units of d"
-        return text + "." + "".join(f" {line}." for line in (self.privacy if privacy else []))
+        lines = [*(self.privacy if privacy else []), *self.threads_lines()]
+        return text + "." + "".join(f" {line}." for line in lines)
+
+    def threads_lines(self) -> list[str]:
+        """The legend line of a table with a cell whose runs trained at several thread counts."""
+        if not self.mixed_threads:
+            return []
+        counts = ", ".join(self.mixed_threads)
+        return [
+            f"mixed threads {counts}: the cell's runs trained on the CPU at different torch "
+            "thread counts (summary.json torch_threads); training's sums are split over the "
+            "threads, so its seeds differ in their last digits from runs at one count (run them "
+            "again with runtime.threads set to one count to compare them exactly)"
+        ]
 
     def legend(self, best_mark: str = "") -> list[str]:
         """The legend lines; best_mark: the sign that also marks the best cells (the terminal's
@@ -402,7 +464,7 @@ class View:
             )
         if any(m == "comm" for g in self.groups for m in g.metrics):
             lines.append("comm: floats uploaded per client and round, in units of d (model size)")
-        return lines + self.privacy
+        return lines + self.privacy + self.threads_lines()
 
 
 def build_view(
@@ -443,7 +505,9 @@ def build_view(
     tests = {k: int((summary["test"] == k).sum()) for k in TEST_NAMES} if len(summary) else {}
     counts = set(summary["n"][summary["n"] > 0]) if len(summary) else set()
     one_seed = "" if 1 not in counts else "all" if counts == {1} else "some"
+    threads = summary.get("threads", [])
     return View(
+        mixed_threads=list(dict.fromkeys(str(t) for t in threads if THREADS_JOIN in str(t))),
         groups=groups,
         methods=methods,
         cells=cells,

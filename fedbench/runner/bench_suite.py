@@ -20,7 +20,6 @@ import platform
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ import torch
 import yaml
 
 from fedbench.errors import FedbenchError
-from fedbench.files import write_json
+from fedbench.files import temporary_folder, write_json
 
 #: Extra seconds a compiled row may take over `--row-timeout`: compiling ResNet-18's or
 #: ViT-Tiny's whole step took about 75 s on an H200 (a row: 89 and 91 s wall, 2026-11-27).
@@ -255,10 +254,10 @@ def run_suite(
     path = out_dir / f"{slug(header['device'])}.json"
     out_dir.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="fedbench-suite-") as tmp:
-        npz_path = Path(tmp) / "cifar_random.npz"
+    with temporary_folder("fedbench-suite-") as tmp:
+        npz_path = tmp / "cifar_random.npz"
         write_random_cifar(npz_path)
-        configs = {w: Path(tmp) / f"{w}.yaml" for w in WORKLOADS}
+        configs = {w: tmp / f"{w}.yaml" for w in WORKLOADS}
         for workload, model in WORKLOADS.items():
             configs[workload].write_text(yaml.safe_dump(table1_config(npz_path, model)))
         # Variant-major: both models of a variant before the next one, so a suite cut short

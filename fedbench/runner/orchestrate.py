@@ -46,9 +46,10 @@ class SweepRequest:
 def request_plan(request: SweepRequest) -> Plan:
     """The plan of a request: its table at the preset, seeds and rows asked for, each cell at
     its tuned values when a tuned.yaml is given."""
+    from fedbench.runner.preflight import check_runs_here
     from fedbench.runner.sweep import make_plan
     from fedbench.runner.table_config import load_table
-    from fedbench.runner.tune import check_tuned_columns, load_tuned
+    from fedbench.runner.tune import check_tuned_columns, load_tuned, tuned_split
 
     tuned = None
     if request.tuned_file is not None:
@@ -64,6 +65,9 @@ def request_plan(request: SweepRequest) -> Plan:
     )
     if request.tuned_file is not None and tuned:
         check_tuned_columns(request.tuned_file, tuned, plan)
+        plan.tuned_on = tuned_split(request.tuned_file)
+    if request.launcher == "local":
+        check_runs_here(plan)
     return plan
 
 
@@ -176,6 +180,7 @@ def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[L
     """Tune every (row, column) of the request's table (fedbench.runner.tune); returns the best
     values per cell and the line saying where tuned.yaml is and how to apply it."""
     from fedbench.runner.launcher import default_workers, launch
+    from fedbench.runner.preflight import check_runs_here
     from fedbench.runner.tune import (
         check_pruner,
         parse_grid,
@@ -194,6 +199,7 @@ def tune_table(request: TuneRequest, on_trial: Callable[[str], None]) -> tuple[L
         methods=parse_methods(request.methods),
         overrides=request.overrides,
     )
+    check_runs_here(plan)
     out, workers = request.out, request.workers
     # Trials run `workers` at once, those of one cell too; by default as many as `fedbench run`
     # would (one per CPU core, or runtime.runs_per_gpu per GPU).

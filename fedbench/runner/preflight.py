@@ -179,6 +179,24 @@ def _dedupe(missing: list[Missing]) -> list[Missing]:
     return list(merged.values())
 
 
+def check_runs_here(plan: Plan) -> None:
+    """Raise FedbenchError (exit code 2, one line) when a run of `plan` asks for something this
+    machine cannot do at all (a CUDA device that is not there, `runtime.cuda_graphs: on` without
+    one): the same check `fedbench train` makes, made for every command before anything is
+    written, so that no sweep, tune or smoke check records such runs as failed or unsupported
+    cells. Not for the Ray launcher, whose workers are other machines."""
+    from fedbench.engine.accelerate import check_cuda_graphs
+    from fedbench.engine.setup import resolve_device
+
+    seen: set[str] = set()
+    for run in plan.runs:
+        cfg = run.cfg
+        key = cfg.runtime.model_dump_json() + str(cfg.privacy is not None)
+        if key not in seen:
+            seen.add(key)
+            check_cuda_graphs(cfg, resolve_device(cfg.runtime.device))
+
+
 def require_resources(plan: Plan, out: Path | None = None) -> Checked:
     """check_plan, raising MissingResources (exit code 2, one line per missing thing)."""
     checked = check_plan(plan, out)

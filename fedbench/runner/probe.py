@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,6 +35,7 @@ import numpy as np
 
 from fedbench.config import RunConfig, parse_run_config
 from fedbench.engine.run_folder import RunFolder
+from fedbench.files import temporary_folder
 from fedbench.runner.table_config import PlannedRun
 
 #: The whole probe's budget in seconds (each workload gets its share, at least MIN_SHARE_S).
@@ -288,10 +288,10 @@ def _warm_accountants(cfgs: list[RunConfig]) -> None:
     """Load each privacy accountant the runs use once, before any probe is timed: its first
     call imports it (4 s where an evaluation takes 0.1 s), a cost a sweep pays once, which a
     private workload's timed evaluation would otherwise carry into every run's estimate."""
-    from fedbench.privacy.accounting import worst_epsilon
+    from fedbench.privacy.accounting import account, worst_epsilon
 
     for accountant in sorted({c.privacy.accountant for c in cfgs if c.privacy is not None}):
-        worst_epsilon(1.0, [0.01], [1], 1.0e-5, accountant)
+        worst_epsilon(1.0, [account(0.01, {1: 1})], 1.0e-5, accountant)
 
 
 class Probe:
@@ -312,7 +312,7 @@ class Probe:
             firsts.setdefault(probe_key(run.cfg), run)
         _warm_accountants([run.cfg for run in firsts.values()])
         start = time.perf_counter()
-        with torch_threads(threads), tempfile.TemporaryDirectory(prefix="fedbench-probe-") as tmp:
+        with torch_threads(threads), temporary_folder("fedbench-probe-") as tmp:
             for i, (key, run) in enumerate(firsts.items()):
                 # What is left of the budget, shared by the workloads left.
                 left = budget - (time.perf_counter() - start)
@@ -320,7 +320,7 @@ class Probe:
                 label = workload_label(run.cfg)
                 if log is not None:
                     log(f"probing {label} ({run.cfg.algorithm.name}) for at most {share:.0f} s ...")
-                folder = Path(tmp) / str(i)
+                folder = tmp / str(i)
                 folder.mkdir()
                 try:
                     self.measured[key] = measure(run.cfg, label, share, folder)

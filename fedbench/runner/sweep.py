@@ -18,7 +18,7 @@ from fedbench.os_errors import disk_error_line
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.ran import cell_label, plan_sentence
 from fedbench.runner.launcher import Outcome, launch, local_slots, unique_runs, visible_gpus
-from fedbench.runner.preflight import require_resources
+from fedbench.runner.preflight import check_runs_here, require_resources
 from fedbench.runner.report_folder import claim_report_folder, plan_fingerprint
 from fedbench.runner.table_config import Plan, Tuned, expand, load_table
 
@@ -176,6 +176,37 @@ def seeds_note(plan: Plan) -> str | None:
     )
 
 
+def threads_note(outcomes: dict[str, Outcome], runs_root: Path) -> str | None:
+    """A line when a sweep reused finished CPU runs trained at other torch thread counts than
+    the runs it trained itself (their run ids are the same: the count is a speed setting):
+    their numbers differ in the last digits, and the report marks the cells that mix them."""
+    from fedbench.report.collect import cpu_threads
+
+    counts: dict[bool, dict[int, int]] = {True: {}, False: {}}  # cached -> count -> runs
+    for run_id, outcome in outcomes.items():
+        if outcome.status != "completed":
+            continue
+        with contextlib.suppress(OSError, BadFile):
+            threads = cpu_threads(RunFolder(child_folder(runs_root, run_id)).read_summary())
+            if threads is not None:
+                mine = counts[outcome.cached]
+                mine[threads] = mine.get(threads, 0) + 1
+    reused, trained = counts[True], counts[False]
+    if not reused or not trained or set(reused) == set(trained):
+        return None
+
+    def text(by_count: dict[int, int]) -> str:
+        return " and ".join(
+            f"{n} at {t} thread{'s' * (t != 1)}" for t, n in sorted(by_count.items())
+        )
+
+    return (
+        f"note: this sweep reused finished runs trained at other torch thread counts ({text(reused)}) "
+        f"than the runs it trained ({text(trained)}); results differ in their last digits between "
+        "counts, and the report marks the cells that mix them (mixed threads)"
+    )
+
+
 def write_json_plan(plan: Plan, path: Path) -> None:
     """The plan as one JSON file: table, preset, --set, and per run its cell, seed, run id and
     resolved run config (`fedbench run ... --dry-run --write-plan plan.json`)."""
@@ -251,6 +282,7 @@ def write_plan(plan: Plan, folder: Path, outcomes: dict[str, Outcome] | None = N
             "preset": plan.preset,
             "overrides": plan.overrides,
             "tuned": plan.tuned,
+            "tuned_on": plan.tuned_on,
             "fingerprint": plan_fingerprint(plan),
             "runs": runs,
         },
@@ -292,6 +324,8 @@ def run_sweep(
     fedbench.runner.report_folder); with `report`, also build the report there (`result.report`)
     before letting the folder go. A dataset or pretrained weights missing for an unfinished run
     stop it first (exit code 2)."""
+    if launcher == "local":
+        check_runs_here(plan)
     require_resources(plan, out)
     folder = child_folder(out, plan.name)
     if console is not None:
@@ -310,6 +344,9 @@ def run_sweep(
         else:
             outcomes = launch(plan, out, workers=workers, console=console)
         write_plan(plan, held, outcomes)
+        note = threads_note(outcomes, out / "runs")
+        if note is not None:
+            say(note)
         result = SweepResult(plan, held, outcomes)
         if report:
             from fedbench.report import build_report

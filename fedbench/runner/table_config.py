@@ -225,6 +225,8 @@ class Plan:
     overrides: list[str]
     #: The overrides of `--tuned` (empty when the table's own hyperparameters run).
     tuned: Tuned = field(default_factory=dict)
+    #: On which data the tuned values were chosen (`tune.tuned_split`), for the report.
+    tuned_on: str = ""
 
     @property
     def name(self) -> str:

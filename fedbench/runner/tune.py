@@ -666,6 +666,10 @@ def _write_tuned(
             "objective": {
                 "metric": OBJECTIVE,
                 "split": "validation",
+                # By construction (data.validation.run_data): the trials never loaded the test
+                # set. tune.py before that fix wrote the same split but scored on the test set;
+                # tuned_split tells such files apart by this key.
+                "test_set_seen": False,
                 "val_fraction": val_fraction,
                 "rounds": rounds,
                 "at": "final round",
@@ -730,6 +734,33 @@ def check_tuned_columns(path: Path, tuned: Tuned, plan: Plan) -> None:
                     "give the --preset and --set the tune was run with, or run "
                     f"`fedbench tune {plan.table.table}` again for these columns",
                 )
+
+
+#: What a report says of a tuned.yaml whose trials were scored on the test set: fedbench tune
+#: before the validation split was held out of every run (it wrote `split: validation` all the
+#: same, without `test_set_seen`).
+TEST_SET_TUNED = (
+    "chosen on the test set by an older fedbench tune (its trials did not hold out the "
+    "validation split); run fedbench tune again"
+)
+
+
+def tuned_split(path: Path) -> str:
+    """On which data the values of tuned.yaml `path` were chosen, as a report says it: 'a 0.1
+    validation split of the training data (20-round trials)', or `TEST_SET_TUNED`."""
+    data = read_yaml(path)
+    objectives = [
+        (entry or {}).get("objective") or {}
+        for columns in (data.get("rows") or {}).values()
+        for entry in (columns or {}).values()
+        if isinstance(entry, dict) and entry.get("values")
+    ]
+    if not objectives or any(o.get("test_set_seen") is not False for o in objectives):
+        return TEST_SET_TUNED
+    fractions = sorted({f"{o.get('val_fraction'):g}" for o in objectives})
+    rounds = sorted({str(o["rounds"]) for o in objectives if o.get("rounds") is not None})
+    text = f"a {' / '.join(fractions)} validation split of the training data"
+    return text + (f" ({' / '.join(rounds)}-round trials)" if rounds else "")
 
 
 def load_tuned(path: Path, table: TableConfig) -> Tuned:

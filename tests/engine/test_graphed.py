@@ -1,11 +1,14 @@
 """The vectorised executor's step graphs (fedbench.engine.graphed) on the CPU: the static-buffer
-plumbing replayed by `EagerReplay` (the step called again on the same static buffers, as a CUDA
-graph replays it) trains bitwise as the eager vectorised engine, in float64; a step's Python side
-does nothing a graph could not replay. The CUDA graph itself: tests/engine/test_cuda.py."""
+plumbing replayed by `RecordedReplay` (the step's aten ops recorded once and replayed on the
+tensors they read, as a CUDA graph replays its kernels on the memory it captured) trains bitwise
+as the eager vectorised engine, in float64; copy-in code that rebinds a static buffer instead of
+copying into it fails that; a step's Python side does nothing a graph could not replay. The CUDA
+graph itself: tests/engine/test_cuda.py."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,8 +20,9 @@ from fedbench.config import load_run_config
 from fedbench.engine import vectorized
 from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.dispatch import HostReads, OpCounter
-from fedbench.engine.graphed import EagerReplay, StepGraphs, StepReplay
+from fedbench.engine.graphed import EagerReplay, StaticStep, StepGraphs, StepReplay
 from fedbench.engine.plan import execution_plan
+from fedbench.engine.recorded import RecordedReplay
 from fedbench.engine.run import RunResult
 from fedbench.engine.run_seeds import train_together
 from fedbench.engine.setup import RunSetup
@@ -70,13 +74,14 @@ def _train(
     try:
         with pytest.MonkeyPatch.context() as patch:
             if graphs is not None:
-                # The CPU stands in for CUDA: the same rules graphed, replayed by EagerReplay.
+                # The CPU stands in for CUDA: the same rules graphed, recorded once and
+                # replayed (RecordedReplay, unless the test gives another stand-in).
 
                 def unsupported(cfg, device, algorithm):
                     return captured_unsupported(algorithm, private=False)
 
                 def make(strict: bool) -> StepGraphs:
-                    graphs.append(StepGraphs(replay or EagerReplay, strict=strict))
+                    graphs.append(StepGraphs(replay or RecordedReplay, strict=strict))
                     return graphs[-1]
 
                 patch.setattr(vectorized, "stacked_graphs_unsupported", unsupported)
@@ -144,23 +149,118 @@ def _setup(items: list[str]) -> RunSetup:
     return prepare64(load_run_config(None, [*BASE, *items]))
 
 
-def test_the_per_step_copy_in_allocates_nothing_and_reads_nothing_back() -> None:
-    """`feed` (each step's batch and scalars into the static buffers) is copies and fills only,
-    and `load` (a chunk's start values) copies only: nothing a graph's inputs would miss."""
+def _copy_in_problems(feed: Callable[..., None]) -> list[str]:
+    """What is wrong with `feed` (StaticStep.feed or a planted bug) and `load` as a graph's
+    copy-in: each must be exactly its copies and fills (feed: the batch's two copies and one
+    fill per scalar; load: the chunk's start values copied), read nothing back, and write into
+    the static tensors the capture read, not rebind them (an op set that was merely a subset of
+    the allowed one let a rebinding pass)."""
     graphs = StepGraphs(EagerReplay)
     y = [torch.randn(2, 3, dtype=torch.float64), torch.randn(2, 4, dtype=torch.float64)]
     local = {"m": [torch.zeros(2, 3), torch.zeros(2, 4)], "t": 0}
     xb, yb = torch.randn(2, 5, 1, 8, 8), torch.randint(0, 10, (2, 5))
     info = RoundInfo(round=1, lr=0.1, local_steps=3, num_clients=7, sampled=2, lr_total=0.25)
     static = graphs.begin(object(), y, {}, local, xb, yb, None, info)  # type: ignore[arg-type]
+    inputs = [static.xb, static.yb, *static.scalars.values(), *static.leaves()]
     xb_next = xb + 1
-    with HostReads() as reads, OpCounter() as ops:
-        static.feed(xb_next, yb, 2, info)
+    with HostReads() as reads, OpCounter() as fed:
+        feed(static, xb_next, yb, 2, info)
+    with HostReads() as reads_load, OpCounter() as loaded:
         static.load(y, {}, local, None)
-    assert reads.counts == {} and ops.syncs == {}
-    assert set(ops.counts) <= {"copy_", "fill_", "_foreach_copy_"}, ops.counts
-    assert [float(s) for s in static.scalars.values()] == [2.0, 0.1, 1.0, 0.25]
-    assert torch.equal(static.xb, xb_next)
+    problems = []
+    if reads.counts or reads_load.counts or fed.syncs or loaded.syncs:
+        problems.append("reads back")
+    if fed.counts != Counter({"copy_": 2, "fill_": 4}):
+        problems.append(f"feed ops {dict(fed.counts)}")
+    if loaded.counts != Counter({"_foreach_copy_": 1, "copy_": 2}):
+        problems.append(f"load ops {dict(loaded.counts)}")
+    after = [static.xb, static.yb, *static.scalars.values(), *static.leaves()]
+    if not all(a is b for a, b in zip(after, inputs, strict=True)):
+        problems.append("rebinds a static tensor")
+    if [float(s) for s in static.scalars.values()] != [2.0, 0.1, 1.0, 0.25]:
+        problems.append("scalars")
+    if not torch.equal(static.xb, xb_next):
+        problems.append("batch")
+    return problems
+
+
+def test_the_per_step_copy_in_allocates_nothing_and_reads_nothing_back() -> None:
+    """`feed` (each step's batch and scalars into the static buffers) is copies and fills only,
+    and `load` (a chunk's start values) copies only: into the tensors the capture read."""
+    assert _copy_in_problems(StaticStep.feed) == []
+
+
+@pytest.mark.parametrize("what", ["batch", "k"])
+def test_the_copy_in_check_sees_a_rebinding(what: str) -> None:
+    problems = _copy_in_problems(_rebinding_feed(what))
+    assert "rebinds a static tensor" in problems and any("feed ops" in p for p in problems)
+
+
+def _rebinding_feed(what: str) -> Callable[..., None]:
+    """StaticStep.feed with a planted bug: the batch (`what` "batch") or the step scalar k ("k")
+    rebound to a new tensor instead of copied into the static one."""
+
+    def feed(self: StaticStep, xb, yb, k: int, info: RoundInfo) -> None:
+        if what == "batch":
+            self.xb, self.yb = xb.clone(), yb.clone()
+        else:
+            self.xb.copy_(xb)
+            self.yb.copy_(yb)
+        values = {"k": k, "lr": info.lr, "round": info.round, "lr_total": info.lr_total}
+        for name, scalar in list(self.scalars.items()):
+            if what == "k" and name == "k":
+                self.scalars[name] = torch.tensor(float(k), dtype=torch.float64)
+            elif isinstance(values[name], torch.Tensor):
+                scalar.copy_(values[name])
+            else:
+                scalar.fill_(values[name])
+
+    return feed
+
+
+@pytest.mark.parametrize("what", ["batch", "k"])
+def test_a_copy_in_that_rebinds_instead_of_copying_fails_the_replay(
+    what: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A CUDA graph replays on the tensors it captured: a copy-in that rebinds the batch or the
+    step scalar k trains every later step on the first step's values. The recording stand-in
+    does the same, so the bitwise comparison fails; `EagerReplay`, which runs the step's Python
+    again (reading the rebound tensors), did not notice."""
+    items = ["algorithm.name=fedadamw"]  # k enters its bias corrections
+    reference = _train(tmp_path / "reference", items, 1, False, None, tensor_scalars=True)
+    monkeypatch.setattr(StaticStep, "feed", _rebinding_feed(what))
+    recorded = _train(tmp_path / "recorded", items, 1, False, [])
+    eager = _train(tmp_path / "eager", items, 1, False, [], replay=EagerReplay)
+    (rows_ref, state_ref), (rows_rec, state_rec), (rows_eager, state_eager) = (
+        reference[0],
+        recorded[0],
+        eager[0],
+    )
+    assert rows_rec != rows_ref
+    assert not all(torch.equal(state_ref[key], state_rec[key]) for key in state_ref)
+    assert rows_eager == rows_ref  # the old stand-in's blind spot
+    assert all(torch.equal(state_ref[key], state_eager[key]) for key in state_ref)
+
+
+def test_the_recorded_replay_runs_no_python_of_the_step() -> None:
+    """Recorded once: a replay runs the recorded ops on the captured tensors, not the step (whose
+    Python side effects do not happen again), reading what was copied into them since."""
+    x, out = torch.tensor([1.0, 2.0]), torch.zeros(2)
+    calls: list[int] = []
+
+    def step() -> None:
+        calls.append(1)
+        out.copy_(x * 2 + out)
+
+    replay = RecordedReplay()
+    replay.capture(step)
+    assert calls == [1] and out.tolist() == [2.0, 4.0] and replay.ops == 3
+    x.copy_(torch.tensor([10.0, 20.0]))
+    replay.replay()
+    assert calls == [1] and out.tolist() == [22.0, 44.0]
+    x = torch.tensor([0.0, 0.0])  # rebound: the replay still reads the captured tensor
+    replay.replay()
+    assert out.tolist() == [42.0, 84.0]
 
 
 def test_a_rule_that_rebinds_its_state_cannot_be_graphed() -> None:

@@ -228,3 +228,15 @@ def test_two_sweeps_of_one_table_are_named_by_folder_and_their_differences(
         "DP-FedAvg (A) vs tiny:Local SGD (B) differ in: algorithm.name dp_fedavg vs fedavg" in out
     )
     assert out.rstrip().endswith("; privacy set vs unset")
+
+
+def test_a_metric_no_run_of_a_row_recorded_is_one_line(tmp_path: Path, run_cli) -> None:
+    # Main: ZeroDivisionError in _mean (epsilon on a table trained without privacy).
+    folder = _folder(tmp_path, "t", ACC)
+    with pytest.raises(FedbenchError, match=r"no completed run of row 'FedAdamW' recorded"):
+        compare([f"{folder}:FedAdamW", f"{folder}:Local SGD"], "epsilon")
+    code, out, err = run_cli(
+        "compare", f"{folder}:FedAdamW", f"{folder}:Local SGD", "--metric", "epsilon"
+    )
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "only private runs record epsilon" in err and "--metric test_acc" in err

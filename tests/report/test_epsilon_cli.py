@@ -1,6 +1,8 @@
 """Issue 13 item 5: `fedbench epsilon` accepts table configs (path or name) and prints epsilon per
 (row, column) of the plan, or of the --methods / --column picks."""
 
+import pytest
+
 from fedbench.config import load_run_config
 from fedbench.report.epsilon import describe_privacy, privacy_plan, table_epsilons
 from fedbench.runner.sweep import make_plan
@@ -91,6 +93,16 @@ def test_epsilon_picks_that_do_not_exist_are_one_line_errors(run_cli) -> None:
     assert code == 2 and "no value 'cifar1000'" in err
     code, _, err = run_cli("epsilon", "table1", "--client-size", "10")
     assert code == 2 and "no private run" in err
+
+
+@pytest.mark.parametrize("size", ["-5", "0"])
+@pytest.mark.parametrize("config", [[], [TABLE]])
+def test_a_client_size_below_one_is_one_line(size: str, config: list[str], run_cli) -> None:
+    # Main: exit 0 and an epsilon ("q = 1 (n_i = B)").
+    sets = ["--set", "algorithm.name=dp_fedavg"] if not config else []
+    code, out, err = run_cli("epsilon", *config, "--client-size", size, *sets)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"--client-size {size}: give the samples per client, a positive number" in err
 
 
 def test_epsilon_columns_say_what_runs_under_a_preset(run_cli) -> None:

@@ -274,7 +274,8 @@ def test_tuned_values_are_stated_per_row_and_column(tmp_path: Path):
     folder = write_table(tmp_path, data, spread, preset="quick", tuned=tuned)
     report = build_report(folder)
     assert report.view.details.endswith(
-        "; tuned (fedbench tune): FedAdamW in LogReg / Dir-0.6 (algorithm.lr=0.02), not in "
+        "; tuned (fedbench tune, chosen on an unrecorded split (plan.json predates the record)): "
+        "FedAdamW in LogReg / Dir-0.6 (algorithm.lr=0.02), not in "
         "LogReg / Dir-0.1 (the table's values); not tuned (the table's "
         "values): Local SGD"
     )

@@ -98,3 +98,38 @@ def test_run_sweep_checks_before_writing_anything(tmp_path: Path):
     with pytest.raises(MissingResources):
         run_sweep(plan, tmp_path / "o", workers=1)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "{table}", "--workers", "1"],
+        ["run", "{table}", "--dry-run"],
+        ["run", "{table}", "--smoke"],
+        ["tune", "{table}", "--grid", "algorithm.lr=0.01,0.1"],
+        ["train", "--set", "data.name=digits"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("setting", "says"),
+    [
+        ("runtime.cuda_graphs=on", "runtime.cuda_graphs on needs a CUDA device"),
+        ("runtime.device=cuda", "no CUDA GPU is available"),
+    ],
+)
+def test_a_setting_that_cannot_run_here_is_one_line_in_every_command(
+    tmp_path, run_cli, tiny_table_path, command, setting, says
+):
+    """Issue 45: `run` recorded every cell as unsupported and exited 0, and `tune` wrote a
+    tuned.yaml with no values; every command now refuses such a setting the way `train` does,
+    before anything is written."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is there: these settings can run")
+    out = tmp_path / "o"
+    args = [a.replace("{table}", str(tiny_table_path)) for a in command]
+    code, _, err = run_cli(*args, "--set", setting, "--out", str(out))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and says in err
+    assert not out.exists()

@@ -8,9 +8,10 @@ import pytest
 from fedbench.report import build_report
 from fedbench.runner import launcher
 from fedbench.runner.launcher import Outcome
-from fedbench.runner.sweep import run_sweep
+from fedbench.runner.sweep import run_sweep, threads_note
 from fedbench.runner.table_config import expand, parse_table_config
 from tests.conftest import tiny_table_data
+from tests.report.helpers import fake_run
 
 
 def tiny_plan(**changes):
@@ -106,3 +107,31 @@ def test_a_table_name_cannot_escape_out(tmp_path: Path, monkeypatch: pytest.Monk
     assert result.folder.parent == out and result.folder.name.startswith("escaped-")
     assert (result.folder / "plan.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_sweep_that_reused_runs_of_another_thread_count_says_so(tmp_path: Path):
+    """`--workers 1` and then `--workers 2` train one run id at 2 and at 1 threads: the second
+    sweep reuses the first's runs (their numbers differ in the last digits) and says so."""
+    runs = tiny_plan(seeds=[0, 1, 2]).runs[:3]
+    for run, threads in zip(runs, (2, 2, 1), strict=True):
+        folder = tmp_path / "runs" / run.run_id
+        fake_run(folder, run.cfg, 50.0)
+        summary = json.loads((folder / "summary.json").read_text())
+        summary.update(torch_threads=threads, device="cpu")
+        (folder / "summary.json").write_text(json.dumps(summary))
+
+    def outcomes(cached: tuple[bool, ...]) -> dict[str, Outcome]:
+        return {
+            r.run_id: Outcome(r.run_id, "completed", cached=c)
+            for r, c in zip(runs, cached, strict=False)
+        }
+
+    note = threads_note(outcomes((True, True, False)), tmp_path / "runs")
+    assert note is not None and note.startswith(
+        "note: this sweep reused finished runs trained at other torch thread counts (2 at 2 "
+        "threads) than the runs it trained (1 at 1 thread); "
+    )
+    assert threads_note(outcomes((True, False, False)), tmp_path / "runs") is not None
+    assert threads_note(outcomes((False, False, False)), tmp_path / "runs") is None  # none reused
+    assert threads_note(outcomes((True, True, True)), tmp_path / "runs") is None  # none trained
+    assert threads_note(outcomes((True, False)), tmp_path / "runs") is None  # both at 2

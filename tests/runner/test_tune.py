@@ -93,6 +93,12 @@ def test_grid_tune_picks_the_best_validation_score_and_run_uses_it(tmp_path: Pat
     assert code == 0, err
     plan = json.loads((tmp_path / "tiny-tuned" / "plan.json").read_text())
     assert plan["tuned"] == result.tuned
+    # The report says on which data the values were chosen.
+    assert plan["tuned_on"] == "a 0.2 validation split of the training data"
+    assert (
+        "chosen on a 0.2 validation split of the training data"
+        in (tmp_path / "tiny-tuned" / "table.md").read_text()
+    )
     for run in plan["runs"]:
         cfg = yaml.safe_load((tmp_path / "runs" / run["run_id"] / "config.yaml").read_text())
         assert cfg["algorithm"]["lr"] == best and cfg["data"]["val_fraction"] == 0.0
@@ -299,3 +305,19 @@ def test_fedadamom_tables_carry_valid_spaces_for_their_tuned_baselines(name: str
             r.cfg.algorithm.lr == tuned["FAFED"][column_key(r.setting)]["algorithm.lr"]
             for r in fafed
         )
+
+
+def test_a_tuned_file_from_before_the_held_out_split_is_reported_as_chosen_on_the_test_set(
+    tmp_path: Path,
+) -> None:
+    from fedbench.runner.tune import TEST_SET_TUNED, tuned_split
+
+    objective = {"metric": "test_acc", "split": "validation", "val_fraction": 0.1, "rounds": 20}
+    cell = {"values": {"algorithm.lr": 0.1}, "objective": objective}
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump({"table": "tiny", "rows": {"Local SGD": {"-": cell}}}))
+    assert tuned_split(old) == TEST_SET_TUNED
+    new = tmp_path / "new.yaml"
+    cell = {**cell, "objective": {**objective, "test_set_seen": False}}
+    new.write_text(yaml.safe_dump({"table": "tiny", "rows": {"Local SGD": {"-": cell}}}))
+    assert tuned_split(new) == "a 0.1 validation split of the training data (20-round trials)"

@@ -4,12 +4,12 @@ of a figure's experiment, with its header, one line per cell and its verdict."""
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from fedbench.config import DataConfig
+from fedbench.files import temporary_folder
 from fedbench.report.ran import cell_label
 from fedbench.runner.smoke.cells import SmokeCell, smoke_config
 from fedbench.runner.smoke.data import smoke_data
@@ -39,8 +39,8 @@ def smoke_plan(plan: Plan, say: Callable[[str], None]) -> SmokeReport:
     """Smoke-check every (row, column) of `plan` (module docstring)."""
     t0 = time.perf_counter()
     report = SmokeReport(plan.name)
-    with tempfile.TemporaryDirectory(prefix="fedbench-smoke-data-") as tmp:
-        cells = plan_cells(plan, Path(tmp))
+    with temporary_folder("fedbench-smoke-data-") as tmp:
+        cells = plan_cells(plan, tmp)
         for line in header(plan.name, cells):
             say(line)
         report.outcomes = run_cells(cells, say)
@@ -59,17 +59,17 @@ def smoke_figure(name: str, say: Callable[[str], None]) -> SmokeReport:
     t0 = time.perf_counter()
     report = SmokeReport(f"figure {name}")
     with (
-        tempfile.TemporaryDirectory(prefix="fedbench-smoke-data-") as data,
-        tempfile.TemporaryDirectory(prefix="fedbench-smoke-out-") as out,
+        temporary_folder("fedbench-smoke-data-") as data,
+        temporary_folder("fedbench-smoke-out-") as out,
     ):
-        smoker = FigureSmoker(Path(data), say, report)
+        smoker = FigureSmoker(data, say, report)
         # A figure that loads a dataset itself (the Hessian's) finds the generated one.
         for dataset in ("cifar10", "cifar100", "fmnist", "tinyimagenet"):
-            smoke_data(DataConfig(name=dataset), Path(data))
+            smoke_data(DataConfig(name=dataset), data)
         previous = os.environ.get("FEDBENCH_DATA")
-        os.environ["FEDBENCH_DATA"] = data
+        os.environ["FEDBENCH_DATA"] = str(data)
         try:
-            make_figure(name, out=Path(out), smoke=smoker)
+            make_figure(name, out=out, smoke=smoker)
         except SmokeFailed:
             pass  # the failed cells' lines say it
         except Exception as exc:  # reported as the check's one line

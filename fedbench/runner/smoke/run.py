@@ -7,12 +7,12 @@ result. A cell fails when its run raises, fails or diverges; the line gives the 
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedbench.files import temporary_folder
 from fedbench.runner.smoke.cells import SmokeCell
 
 
@@ -75,8 +75,8 @@ def run_cells(
     per cell as it finishes."""
     outcomes: list[SmokeOutcome] = []
     seen: dict[str, SmokeOutcome] = {}
-    with tempfile.TemporaryDirectory(prefix="fedbench-smoke-runs-") as tmp:
-        folder = out or Path(tmp)
+    with temporary_folder("fedbench-smoke-runs-") as tmp:
+        folder = out or tmp
         for cell in cells:
             key = cell.cfg.config_hash()
             if key in seen:
