@@ -65,8 +65,23 @@ def _main(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plugin",
+            metavar="MODULE_OR_FILE",
+            help="Load a plugin (a Python file or a module) that registers algorithms, models, "
+            "datasets or partition kinds, for every command and its workers; repeatable, before "
+            "the command (fedbench --plugin my_algo.py train ...). Also: FEDBENCH_PLUGINS; "
+            "installed packages' fedbench.plugins entry points load by themselves.",
+        ),
+    ] = None,
 ) -> None:
     """Reproducible federated-optimisation experiments (FedAdamW, DP-FedAdamW, FedAdamom)."""
+    if plugin:
+        from fedbench import plugins
+
+        plugins.declare(plugin)  # loaded at the first lookup of a name, not here
 
 
 def say(text: str) -> None:

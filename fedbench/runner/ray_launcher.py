@@ -19,7 +19,9 @@ from typing import Any
 
 from rich.console import Console
 
+from fedbench import plugins
 from fedbench.errors import FedbenchError
+from fedbench.plugins import PluginSource
 from fedbench.runner.launcher import (
     Outcome,
     RunQueue,
@@ -42,14 +44,22 @@ def import_ray() -> Any:
     return ray
 
 
-def _run_task(cfg_data: dict[str, Any], out: str, wait: bool, threads: int) -> Outcome:
-    """The body of one Ray task (in a Ray worker process)."""
+def _run_task(
+    cfg_data: dict[str, Any],
+    out: str,
+    wait: bool,
+    threads: int,
+    plugin_sources: tuple[PluginSource, ...] = (),
+) -> Outcome:
+    """The body of one Ray task (in a Ray worker process), with the driver's plugins (a file
+    plugin must be at the same path on every node, as --out is)."""
     import ray
 
     from fedbench.threads import ThreadChoice, apply
 
     # The task's CPUs are Ray's to give: no load-based choice (a run's runtime.threads overrides).
     apply(ThreadChoice(threads, "Ray task: runtime.cpus_per_run"))
+    plugins.use(plugin_sources)
     outcome = run_one(cfg_data, out, wait=wait)
     outcome.node = ray.get_runtime_context().get_node_id()[:8]
     return outcome
@@ -170,6 +180,7 @@ def _drive(
     progress: SweepProgress,
 ) -> None:
     task_fn = ray.remote(_run_task)
+    plugin_sources = tuple(plugins.wanted())  # every task loads the driver's plugins
     pending: dict[Any, Task] = {}
     try:
         while queue or pending:
@@ -181,7 +192,7 @@ def _drive(
                     break
                 cpus, gpus = sizes[task.run.run_id]
                 ref = task_fn.options(num_cpus=cpus, num_gpus=gpus, max_retries=0).remote(
-                    task.run.cfg.to_dict(), str(out), task.wait, max(1, int(cpus))
+                    task.run.cfg.to_dict(), str(out), task.wait, max(1, int(cpus)), plugin_sources
                 )
                 pending[ref] = task
             progress.set_running(min(len(pending), progress.workers))
