@@ -45,7 +45,7 @@ def _with_plugins(registry: Registry[Any], listing: Listing) -> Listing:
     if not any(owners):
         return listing
     rows = [
-        [*row, o.source.name if o else "-"] for row, o in zip(listing.rows, owners, strict=True)
+        [*row, o.source.short if o else "-"] for row, o in zip(listing.rows, owners, strict=True)
     ]
     return Listing(listing.title, [*listing.columns, "plugin"], rows)
 

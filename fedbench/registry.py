@@ -43,15 +43,18 @@ class Registry(Generic[T]):
 
     def register(self, name: str) -> Callable[[T], T]:
         def decorator(obj: T) -> T:
+            # Only an open registry's new names can be a plugin's: a package that a plugin
+            # imports first registers its own entries before it opens.
+            plugin = plugins.current() if self._open else None
             if name in self._items:
-                plugin = plugins.current()
                 if plugin is not None:
                     raise FedbenchError(self._taken(name, plugin))
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             if self.name_attribute is not None:
                 setattr(obj, self.name_attribute, name)
             self._items[name] = obj
-            plugins.note_registration(self, self.kind, name)
+            if plugin is not None:
+                plugins.note_registration(self, self.kind, name)
             return obj
 
         return decorator

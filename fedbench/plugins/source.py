@@ -45,6 +45,11 @@ class PluginSource:
     version: str | None = None
 
     @property
+    def short(self) -> str:
+        """The name in a listing's `plugin` column: a file's name without its folder."""
+        return Path(self.target).name if self.kind == "file" else self.name
+
+    @property
     def label(self) -> str:
         """`plugin 'example' (entry point of fedbench-plugin-example 0.1.0)` for messages."""
         if self.kind == "entry point":
