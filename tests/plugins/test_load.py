@@ -16,7 +16,7 @@ from fedbench.config import load_run_config
 from fedbench.errors import FedbenchError
 from fedbench.plugins.load import module_name
 from fedbench.plugins.source import ENV_VAR, parse
-from tests.conftest import TINY
+from tests.conftest import TINY, cli_env
 
 #: A plugin of two kinds at once: a model and a partition kind.
 MODEL_AND_PARTITION = '''
@@ -223,3 +223,31 @@ def test_print_plan_and_summary_name_the_plugins(signum_file: Path, tmp_path: Pa
     (run_dir,) = (out_dir / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["plugins"] == [plugin.record()]
+
+
+def test_help_loads_no_plugin_and_nothing_heavy(tmp_path: Path) -> None:
+    # A broken plugin, declared both ways: parsing the command line must not import it (nor
+    # torch: tests/test_import_graph.py), only the first lookup of a name does.
+    import subprocess
+
+    from tests.test_import_graph import HEAVY_MODULES
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise RuntimeError('imported at --help')\n")
+    script = (
+        "import sys\n"
+        "from fedbench.cli import main\n"
+        "sys.argv = ['fedbench', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules), file=sys.stderr)\n"
+    )
+    env = {**cli_env(), ENV_VAR: str(broken)}
+    for argv in (["--help"], ["--plugin", str(broken), "train", "--help"]):
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv], capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == "[]", (argv, done.stderr)
