@@ -30,21 +30,6 @@ def config_text(cfg: RunConfig, out: Path) -> str:
     )
 
 
-def plugin_lines(cfg: RunConfig) -> list[str]:
-    """`--print-plan`'s last lines: the plugins that registered a name the run uses (their
-    code hash is part of its run id), and those loaded that it does not use."""
-    from fedbench import plugins
-
-    used = cfg.used_plugins()
-    lines = [f"plugin: {plugin.line()}" for plugin in used]
-    if not used:
-        lines.append("plugins: none (every name the run uses is fedbench's own)")
-    unused = [p.source.name for p in plugins.loaded() if p not in used]
-    if unused:
-        lines.append(f"plugins loaded, not used by this run: {', '.join(unused)}")
-    return lines
-
-
 def train_one(
     cfg: RunConfig, out: Path, *, save_model: bool, console: Console | None, resume: str
 ) -> RunResult:
@@ -96,10 +81,11 @@ def train_command(
     if print_plan:
         from fedbench.engine.plan import execution_plan
         from fedbench.engine.setup import prepare_run
+        from fedbench.runner.plugin_lines import run_plugin_lines
 
         plan = execution_plan(prepare_run(cfg))
         return TrainReport(
-            [f"execution plan of {cfg.run_id()}:", *plan.lines(), *plugin_lines(cfg)]
+            [f"execution plan of {cfg.run_id()}:", *plan.lines(), *run_plugin_lines(cfg)]
         )
     result = train_one(cfg, out, save_model=save_model, console=console, resume=resume)
     summary = result.summary

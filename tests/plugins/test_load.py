@@ -251,3 +251,21 @@ def test_help_loads_no_plugin_and_nothing_heavy(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.strip().splitlines()[-1] == "[]", (argv, done.stderr)
+
+
+def test_a_dry_run_names_the_plugins_and_their_rows(signum_file: Path, tmp_path: Path, run_cli):
+    import yaml
+
+    from tests.conftest import tiny_table_data
+
+    table = tiny_table_data()
+    table["methods"]["Signum"] = {"algorithm": {"name": "signum", "lr": 0.01}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(table, sort_keys=False))
+    code, out, err = run_cli("--plugin", str(signum_file), "run", str(path), "--dry-run")
+    assert code == 0, err
+    (plugin,) = plugins.loaded()
+    assert f"plugin: {plugin.line()}; rows: Signum" in out.splitlines()
+    code, out, err = run_cli("run", str(path), "--dry-run", "--methods", "FedAdamW")
+    assert code == 0, err
+    assert f"plugins loaded, not used by this table: {signum_file}" in out.splitlines()
