@@ -39,11 +39,23 @@ def used(names: Iterable[tuple[str, str]]) -> list[Plugin]:
     return [p for p in loaded() if id(p) in owners]
 
 
+def command_line() -> list[str]:
+    """`--plugin` options that give a fedbench subprocess the plugins loaded here that it would
+    not find itself (files and modules; it discovers installed entry points on its own)."""
+    return [
+        arg
+        for source in wanted()
+        if source.kind != "entry point"
+        for arg in ("--plugin", source.target)
+    ]
+
+
 __all__ = [
     "ENTRY_POINT_GROUP",
     "ENV_VAR",
     "Plugin",
     "PluginSource",
+    "command_line",
     "current",
     "declare",
     "load",

@@ -85,3 +85,18 @@ def test_each_target_loads_once_the_first_declaration_kept() -> None:
     again = PluginSource("module", "pkg.algo", "pkg.algo", "--plugin")
     other = PluginSource("module", "pkg.other", "pkg.other", "--plugin")
     assert unique([installed, again, other, other]) == [installed, other]
+
+
+def test_a_subprocess_is_given_the_files_and_modules_not_the_entry_points(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fedbench import plugins
+
+    (tmp_path / "algo.py").write_text("")
+    _distribution(tmp_path, "ep_plugin", "[fedbench.plugins]\nep = ep_pkg\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setenv(ENV_VAR, "env_pkg.algo")
+    plugins.declare([str(tmp_path / "algo.py")])
+    assert plugins.command_line() == [
+        "--plugin", "env_pkg.algo", "--plugin", str(tmp_path / "algo.py"),
+    ]  # fmt: skip
