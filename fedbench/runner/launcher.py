@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedbench import plugins
+from fedbench.errors import FedbenchError
 from fedbench.plugins import PluginSource
 from fedbench.report.ran import cell_label
 from fedbench.runner.main_guard import require_main_guard
@@ -148,7 +149,6 @@ def _outcome(cfg: Any, ended: Any, out: Path, wall: float) -> Outcome:
     """The outcome of a run that `train` returned `ended` for (its RunResult), or raised
     `ended` in (refused before writing anything: unsupported; another holds it: busy)."""
     from fedbench.engine.run_folder import RunBusyError, RunFolder
-    from fedbench.errors import FedbenchError
 
     run_id = cfg.run_id()
     if isinstance(ended, RunBusyError):
@@ -381,8 +381,6 @@ def check_workers(workers: int | None) -> None:
     it otherwise (0 or -1 left no slot, and dividing the cores among them raised
     ZeroDivisionError)."""
     if workers is not None and (isinstance(workers, bool) or workers < 1):
-        from fedbench.errors import FedbenchError
-
         raise FedbenchError(f"workers must be at least 1 (or None: one per core), not {workers}")
 
 
@@ -511,11 +509,15 @@ def _stop_workers(workers: list[_Worker]) -> None:
 
 def _receive(worker: _Worker, task: Task) -> list[Outcome]:
     """The outcomes a worker sent (one per run of the task), or `failed` for each run with the
-    signal that killed it."""
+    error that kept the worker from reading the configs, or with the signal that killed it."""
     try:
-        return worker.conn.recv()
+        sent = worker.conn.recv()
     except (EOFError, OSError):
         pass
+    else:
+        if isinstance(sent, str):  # the worker could not read the configs (a plugin failed)
+            return [Outcome(run.run_id, "failed", sent) for run in task.runs]
+        return sent
     worker.process.join(timeout=10)
     code = worker.process.exitcode
     how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
@@ -540,7 +542,10 @@ def _worker_main(setup: WorkerSetup, gpu: str | None, conn: Connection) -> None:
         if message is None:
             return
         cfgs_data, out, wait = message
-        conn.send(run_runs(cfgs_data, out, wait))
+        try:
+            conn.send(run_runs(cfgs_data, out, wait))
+        except FedbenchError as exc:  # reading the configs: a plugin that fails to load here
+            conn.send(str(exc))
 
 
 def _die_with_parent() -> None:
