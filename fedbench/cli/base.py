@@ -174,6 +174,20 @@ def check_set_arguments(argv: list[str]) -> None:
             raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
 
 
+def check_plugin_position(argv: list[str]) -> None:
+    """`fedbench train --plugin x.py`: `--plugin` is an option of fedbench itself, given before
+    the command; after it the parser would answer with a usage error of several lines."""
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):
+        at += 2 if argv[at] == "--plugin" else 1
+    after = argv[at + 1 :]
+    if any(arg == "--plugin" or arg.startswith("--plugin=") for arg in after):
+        command = argv[at]
+        raise FedbenchError(
+            f"--plugin goes before the command: fedbench --plugin MODULE_OR_FILE {command} ..."
+        )
+
+
 #: The exit code of a command that SIGTERM ended (128 + 15, what a shell reports for a killed
 #: one), after the same resume line as a Ctrl-C.
 TERMINATED_EXIT_CODE = 143
@@ -256,6 +270,7 @@ def main() -> None:
 def _run_app(terminated: list[int]) -> None:
     try:
         check_set_arguments(sys.argv[1:])
+        check_plugin_position(sys.argv[1:])
         app()
     except StdoutClosed:
         _end_quietly()

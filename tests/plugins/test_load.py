@@ -269,3 +269,16 @@ def test_a_dry_run_names_the_plugins_and_their_rows(signum_file: Path, tmp_path:
     code, out, err = run_cli("run", str(path), "--dry-run", "--methods", "FedAdamW")
     assert code == 0, err
     assert f"plugins loaded, not used by this table: {signum_file}" in out.splitlines()
+
+
+def test_plugin_after_the_command_is_one_line_saying_where_it_goes(
+    signum_file: Path, run_cli
+) -> None:
+    code, out, err = run_cli("train", "--set", "fl.rounds=1", "--plugin", str(signum_file))
+    assert (code, out) == (2, "")
+    assert err == (
+        "error: --plugin goes before the command: fedbench --plugin MODULE_OR_FILE train ...\n"
+    )
+    assert plugins.loaded() == []
+    code, out, err = run_cli("--plugin", str(signum_file), "list", "algorithms", "signum")
+    assert code == 0, err
