@@ -50,9 +50,10 @@ def _run_task(
     wait: bool,
     threads: int,
     plugin_sources: tuple[PluginSource, ...] = (),
-) -> Outcome:
+) -> Outcome | str:
     """The body of one Ray task (in a Ray worker process), with the driver's plugins (a file
-    plugin must be at the same path on every node, as --out is)."""
+    plugin must be at the same path on every node, as --out is); the error line where the
+    task cannot read its config (a plugin that fails to load on this node)."""
     import ray
 
     from fedbench.threads import ThreadChoice, apply
@@ -60,7 +61,10 @@ def _run_task(
     # The task's CPUs are Ray's to give: no load-based choice (a run's runtime.threads overrides).
     apply(ThreadChoice(threads, "Ray task: runtime.cpus_per_run"))
     plugins.use(plugin_sources)
-    outcome = run_one(cfg_data, out, wait=wait)
+    try:
+        outcome = run_one(cfg_data, out, wait=wait)
+    except FedbenchError as exc:
+        return str(exc)
     outcome.node = ray.get_runtime_context().get_node_id()[:8]
     return outcome
 
@@ -201,6 +205,8 @@ def _drive(
                 task = pending.pop(ref)
                 try:
                     outcome = ray.get(ref)
+                    if isinstance(outcome, str):  # the task could not read its config
+                        outcome = Outcome(task.run.run_id, "failed", outcome)
                 except ray.exceptions.RayError as exc:  # the worker process or its node died
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                     outcome = Outcome(

@@ -33,3 +33,33 @@ def test_ray_tasks_load_the_drivers_plugins(
     assert outcome.node  # trained by a Ray task
     summary = json.loads((tmp_path / "runs" / outcome.run_id / "summary.json").read_text())
     assert summary["plugins"] == [plugins.loaded()[0].record()]
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_a_plugin_that_fails_on_a_node_fails_its_run_with_its_line(
+    ray_cluster: str,  # noqa: F811
+    signum_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Loads in this process (which has the variable), fails in the Ray workers (which do not).
+    monkeypatch.setenv("FEDBENCH_TEST_DRIVER", "1")
+    signum_file.write_text(
+        signum_file.read_text() + "\nimport os\n\n"
+        "if os.environ.get('FEDBENCH_TEST_DRIVER') != '1':\n"
+        "    raise RuntimeError('not on this node')\n"
+    )
+    plugins.declare([str(signum_file)])
+    table = tiny_table_data()
+    table["methods"] = {"Signum": {"algorithm": {"name": "signum", "lr": 0.01}}}
+    table["seeds"] = [0]
+    result = run_sweep(
+        expand(parse_table_config(table)), tmp_path, launcher="ray", ray_address=ray_cluster
+    )
+    (outcome,) = result.outcomes.values()
+    assert (outcome.status, outcome.error) == (
+        "failed",
+        f"plugin {signum_file} (--plugin) failed to load (RuntimeError: not on this node); fix "
+        "it, or drop that --plugin",
+    )
