@@ -10,8 +10,6 @@ amount, against the sign of a momentum of its gradients.
 from __future__ import annotations
 
 import torch
-from pydantic import Field
-
 from fedbench.algorithms import ALGORITHMS, Algorithm, AlgorithmConfig
 from fedbench.algorithms.base import (
     RoundInfo,
@@ -22,6 +20,7 @@ from fedbench.algorithms.base import (
     add_scaled_,
     zeros_like,
 )
+from pydantic import Field
 
 
 class SignumConfig(AlgorithmConfig):

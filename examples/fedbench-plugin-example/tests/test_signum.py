@@ -1,9 +1,9 @@
 """Signum's rule by hand, in float64, through the hooks fedbench calls."""
 
 import torch
-
 from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.base import ParamSpec, RoundInfo
+
 from fedbench_plugin_example.signum import Signum, SignumConfig
 
 
