@@ -38,6 +38,18 @@ def _table_configs(what: str) -> Listing:
     return Listing(what, ["name", "title", "presets", "file"], rows)
 
 
+def _with_plugins(registry: Registry[Any], listing: Listing) -> Listing:
+    """`listing` (rows named by the registry's names) with a `plugin` column naming the plugin
+    that registered each row, where any did; unchanged when every name is fedbench's own."""
+    owners = [registry.origin(row[0]) for row in listing.rows]
+    if not any(owners):
+        return listing
+    rows = [
+        [*row, o.source.short if o else "-"] for row, o in zip(listing.rows, owners, strict=True)
+    ]
+    return Listing(listing.title, [*listing.columns, "plugin"], rows)
+
+
 def _algorithms() -> Listing:
     from fedbench.algorithms import ALGORITHMS
 
@@ -45,7 +57,8 @@ def _algorithms() -> Listing:
         [name, cls.paper, cls.comm_up_label, cls.client_state_desc]
         for name, cls in ALGORITHMS.items()
     ]
-    return Listing("algorithms", ["name", "paper", "comm_up", "per-client state"], rows)
+    listing = Listing("algorithms", ["name", "paper", "comm_up", "per-client state"], rows)
+    return _with_plugins(ALGORITHMS, listing)
 
 
 def _described(kind: str) -> Listing:
@@ -59,7 +72,7 @@ def _described(kind: str) -> Listing:
         from fedbench.partitions import PARTITIONS as registry
 
     rows = [[name, first_line(obj.__doc__)] for name, obj in registry.items()]
-    return Listing(kind, ["name", "description"], rows)
+    return _with_plugins(registry, Listing(kind, ["name", "description"], rows))
 
 
 def _figures() -> Listing:
@@ -69,7 +82,8 @@ def _figures() -> Listing:
         [name, cls.paper, cls.title, ", ".join(sorted(cls.presets))]
         for name, cls in FIGURES.items()
     ]
-    return Listing("figures", ["name", "paper", "what it shows", "presets"], rows)
+    listing = Listing("figures", ["name", "paper", "what it shows", "presets"], rows)
+    return _with_plugins(FIGURES, listing)
 
 
 #: Every kind `fedbench list KIND` shows, in the order the help names them.
@@ -103,10 +117,12 @@ def algorithm_card(name: str) -> list[str | Listing]:
     from fedbench.fields import field_rows
 
     cls = ALGORITHMS.get(name)
+    plugin = ALGORITHMS.origin(name)
     header = (
         f"{name}: {cls.paper}\n{first_line(cls.__doc__)}\n"
         f"upload per client and round: {cls.comm_up_label}; per-client state: "
         f"{cls.client_state_desc}"
+        + (f"\nfrom plugin {plugin.line()}" if plugin is not None else "")
     )
     rows = field_rows(cls.Params, skip=("name",))
     return [

@@ -11,7 +11,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from fedbench import plugins
 from fedbench.algorithms.params import (
     AlgorithmConfig,
     algorithm_class,
@@ -36,6 +37,9 @@ from fedbench.partitions import KIND_SETTINGS, PARTITIONS, settings_read
 from fedbench.strict import Seed, Strict
 from fedbench.suggest import unknown_algorithm_field, unknown_field
 from fedbench.yaml_safe import MAX_YAML_BYTES, load_yaml
+
+if TYPE_CHECKING:
+    from fedbench.plugins import Plugin
 
 
 class UsersConfig(Strict):
@@ -360,8 +364,26 @@ class RunConfig(Strict):
         checkpoint records it, so that one copied from another run is never resumed.
         `legacy`: the hash as issued before run ids left out the partition settings a kind does
         not read (a checkpoint written then still resumes)."""
-        data = self._results_data(legacy=legacy)
+        data = self._with_plugin_code(self._results_data(legacy=legacy))
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+    def used_plugins(self) -> list[Plugin]:
+        """The plugins that registered a name this run uses (its algorithm, model, dataset or
+        partition kind): what produced it besides fedbench (summary.json's `plugins`)."""
+        return plugins.used(
+            [
+                ("algorithm", self.algorithm.name),
+                ("model", self.model.name),
+                ("dataset", self.data.name),
+                ("partition kind", self.partition.kind),
+            ]
+        )
+
+    def _with_plugin_code(self, data: dict[str, Any]) -> dict[str, Any]:
+        """`data` with the code identity of the plugins this run uses, so that the run id
+        changes when their code does; a run of built-in names hashes as before (no key)."""
+        used = self.used_plugins()
+        return {**data, "plugin_code": [p.code_id for p in used]} if used else data
 
     def run_id(self, *, legacy: bool = False) -> str:
         """Readable prefix + a hash of everything that can change the results (`X` with a
@@ -373,7 +395,8 @@ class RunConfig(Strict):
         sample_level = self.privacy is not None and self.privacy.level == "sample"
         cfg = self.model_copy(update={"algorithm": private_identity(self.algorithm, sample_level)})
         data = cfg._results_data(legacy=legacy)
-        digest = hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+        hashed = cfg._with_plugin_code(data)
+        digest = hashlib.sha1(json.dumps(hashed, sort_keys=True).encode()).hexdigest()[:10]
         dataset = cfg.data.name.replace("/", "-")
         from fedbench.run_name import readable_label
 

@@ -45,3 +45,32 @@ def test_name_attribute_is_set_from_the_registered_name() -> None:
         pass
 
     assert not hasattr(Circle, "name")
+
+
+#: A registry a plugin file of the test below registers into.
+WIDGETS = Registry[int]("widget")
+
+
+def test_an_open_registry_loads_the_plugins_at_its_first_read(tmp_path) -> None:
+    from fedbench import plugins, registry
+
+    plugin = tmp_path / "widgets.py"
+    plugin.write_text("from tests.test_registry import WIDGETS\nWIDGETS.register('extra')(2)\n")
+    plugins.reset()
+    completed: list[list[str]] = []
+    try:
+        WIDGETS.register("built_in")(1)
+        plugins.declare([str(plugin)])
+        assert list(WIDGETS) == ["built_in"] and plugins.loaded() == []  # not open yet
+        WIDGETS.open(complete=lambda: completed.append(sorted(WIDGETS._items)))
+        assert list(WIDGETS) == ["built_in", "extra"]
+        (loaded,) = plugins.loaded()
+        assert WIDGETS.origin("extra") is loaded and WIDGETS.origin("built_in") is None
+        assert loaded.registered == [("widget", "extra")]
+        assert completed == [["built_in", "extra"]]  # once, after the plugin registered
+        assert WIDGETS.get("extra") == 2 and completed == [["built_in", "extra"]]
+    finally:
+        plugins.reset()
+        registry._OPEN.remove(WIDGETS)
+        WIDGETS._open = False
+        WIDGETS.unregister("built_in")

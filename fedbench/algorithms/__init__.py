@@ -12,6 +12,8 @@ from fedbench.registry import import_submodules
 
 import_submodules(__name__, __path__)
 register_plain_dp_variants()
+# From here on a lookup loads the plugins first; each plugin algorithm gets its dp_ twin too.
+ALGORITHMS.open(complete=register_plain_dp_variants)
 
 __all__ = [
     "ALGORITHMS",

@@ -70,8 +70,23 @@ def _main(
             "--version", callback=_version, is_eager=True, help="Print the version and exit."
         ),
     ] = False,
+    plugin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plugin",
+            metavar="MODULE_OR_FILE",
+            help="Load a plugin (a Python file or a module) that registers algorithms, models, "
+            "datasets or partition kinds, for every command and its workers; repeatable, before "
+            "the command (fedbench --plugin my_algo.py train ...). Also: FEDBENCH_PLUGINS; "
+            "installed packages' fedbench.plugins entry points load by themselves.",
+        ),
+    ] = None,
 ) -> None:
     """Reproducible federated-optimisation experiments (FedAdamW, DP-FedAdamW, FedAdamom)."""
+    if plugin:
+        from fedbench import plugins
+
+        plugins.declare(plugin)  # loaded at the first lookup of a name, not here
 
 
 def say(text: str) -> None:
@@ -162,6 +177,20 @@ def check_set_arguments(argv: list[str]) -> None:
         key, value = argv[at + 1], argv[at + 2]
         if arg == "--set" and "=" not in key and not value.startswith("-"):
             raise FedbenchError(f"override {key!r} has no '='; write {key}={value}")
+
+
+def check_plugin_position(argv: list[str]) -> None:
+    """`fedbench train --plugin x.py`: `--plugin` is an option of fedbench itself, given before
+    the command; after it the parser would answer with a usage error of several lines."""
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):
+        at += 2 if argv[at] == "--plugin" else 1
+    after = argv[at + 1 :]
+    if any(arg == "--plugin" or arg.startswith("--plugin=") for arg in after):
+        command = argv[at]
+        raise FedbenchError(
+            f"--plugin goes before the command: fedbench --plugin MODULE_OR_FILE {command} ..."
+        )
 
 
 #: The exit code of a command that SIGTERM ended (128 + 15, what a shell reports for a killed
@@ -280,6 +309,7 @@ def _run_click(args: list[str] | None = None) -> None:
 def _run_app(terminated: list[int]) -> None:
     try:
         check_set_arguments(sys.argv[1:])
+        check_plugin_position(sys.argv[1:])
         _run_click()
     except StdoutClosed:
         _end_quietly()

@@ -10,5 +10,6 @@ from fedbench.registry import import_submodules
 # miniature is `python -m fedbench.data.miniature DIR` (and imported by the loaders that write
 # miniatures on first use); it registers nothing.
 import_submodules(__name__, __path__, skip=("miniature",))
+DATASETS.open()  # lookups load the plugins first (fedbench.plugins)
 
 __all__ = ["DATASETS", "Dataset", "load_dataset"]

@@ -554,6 +554,9 @@ class Engine:
             "threads": current_record(),
             "data_source": s.data.source,
             "git": git_state(),
+            # the plugins that registered a name this run uses (fedbench.plugins): each one's
+            # name, version and code hash; [] for a run of fedbench's own names
+            "plugins": [plugin.record() for plugin in cfg.used_plugins()],
             "versions": {
                 "fedbench": fedbench.__version__,
                 "torch": torch.__version__,

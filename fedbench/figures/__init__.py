@@ -9,5 +9,6 @@ from fedbench.figures.registry import FIGURES
 from fedbench.registry import import_submodules
 
 import_submodules(__name__, __path__)
+FIGURES.open()  # lookups load the plugins first (fedbench.plugins)
 
 __all__ = ["FIGURES", "Claim", "Figure", "FigureContext", "FigureData", "FigureSettings"]

@@ -8,5 +8,6 @@ from fedbench.models.base import MODELS, build_model, count_trainable
 from fedbench.registry import import_submodules
 
 import_submodules(__name__, __path__)
+MODELS.open()  # lookups load the plugins first (fedbench.plugins)
 
 __all__ = ["MODELS", "build_model", "count_trainable"]

@@ -18,6 +18,7 @@ from fedbench.partitions.registry import PARTITIONS
 from fedbench.registry import import_submodules
 
 import_submodules(__name__, __path__)
+PARTITIONS.open()  # lookups load the plugins first (fedbench.plugins)
 
 __all__ = [
     "KIND_SETTINGS",

@@ -157,7 +157,11 @@ def _row(
     graphs: str = "auto",
 ) -> dict[str, Any]:
     """One row in a fresh process; a failure or a time-out comes back as {"error": ...}."""
-    cmd = [sys.executable, "-m", "fedbench", "bench", str(config), "--json", *options]
+    from fedbench import plugins
+
+    # The row's process loads this one's plugins (a --set may name a plugin's algorithm).
+    cmd = [sys.executable, "-m", "fedbench", *plugins.command_line(), "bench", str(config)]
+    cmd += ["--json", *options]
     runtime = [f"runtime.engine={engine}", f"runtime.precision={precision}"]
     runtime += [f"runtime.compile={str(compiled).lower()}"]
     if graphs != "auto":

@@ -38,6 +38,9 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from fedbench import plugins
+from fedbench.errors import FedbenchError
+from fedbench.plugins import PluginSource
 from fedbench.report.ran import cell_label
 from fedbench.runner.main_guard import require_main_guard
 from fedbench.runner.seed_groups import seed_groups
@@ -146,7 +149,6 @@ def _outcome(cfg: Any, ended: Any, out: Path, wall: float) -> Outcome:
     """The outcome of a run that `train` returned `ended` for (its RunResult), or raised
     `ended` in (refused before writing anything: unsupported; another holds it: busy)."""
     from fedbench.engine.run_folder import RunBusyError, RunFolder
-    from fedbench.errors import FedbenchError
 
     run_id = cfg.run_id()
     if isinstance(ended, RunBusyError):
@@ -379,8 +381,6 @@ def check_workers(workers: int | None) -> None:
     it otherwise (0 or -1 left no slot, and dividing the cores among them raised
     ZeroDivisionError)."""
     if workers is not None and (isinstance(workers, bool) or workers < 1):
-        from fedbench.errors import FedbenchError
-
         raise FedbenchError(f"workers must be at least 1 (or None: one per core), not {workers}")
 
 
@@ -422,10 +422,21 @@ def launch(
                 task = queue.pop()
                 settle_all(queue, task, run_task(task, str(out)), progress)
         else:
-            _launch_processes(queue, out, slots, threads, progress)
+            # The workers load exactly the plugins loaded here (named in the plan's configs).
+            setup = WorkerSetup(threads, tuple(plugins.wanted()))
+            _launch_processes(queue, out, slots, setup, progress)
     finally:
         progress.close()
     return queue.outcomes
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every worker process is started with: its share of the cores and the plugins to
+    load (the driver's list, sent explicitly: a spawned worker discovers nothing itself)."""
+
+    threads: ThreadChoice
+    plugins: tuple[PluginSource, ...] = ()
 
 
 @dataclass
@@ -436,9 +447,9 @@ class _Worker:
     task: Task | None = None  # the run it is training now
 
 
-def _start_worker(context: Any, threads: ThreadChoice, gpu: str | None) -> _Worker:
+def _start_worker(context: Any, setup: WorkerSetup, gpu: str | None) -> _Worker:
     conn, child_conn = context.Pipe()
-    process = context.Process(target=_worker_main, args=(threads, gpu, child_conn), daemon=True)
+    process = context.Process(target=_worker_main, args=(setup, gpu, child_conn), daemon=True)
     process.start()
     child_conn.close()  # the child holds the only other end: EOF when it dies
     return _Worker(process, conn, gpu)
@@ -448,16 +459,16 @@ def _launch_processes(
     queue: RunQueue,
     out: Path,
     slots: list[str | None],
-    threads: ThreadChoice,
+    setup: WorkerSetup,
     progress: SweepProgress,
 ) -> None:
     # spawn: a forked child of a process that loaded torch can deadlock in its thread pools. A
     # spawned worker imports the main script again: refuse an unguarded one before any starts.
     require_main_guard("the sweep")
     context = multiprocessing.get_context("spawn")
-    workers = [_start_worker(context, threads, gpu) for gpu in slots]
+    workers = [_start_worker(context, setup, gpu) for gpu in slots]
     try:
-        while busy := _assign(queue, workers, out, context, threads):
+        while busy := _assign(queue, workers, out, context, setup):
             progress.set_running(sum(len(w.task.runs) for w in busy if w.task is not None))
             ready = wait_any([w.conn for w in busy] + [w.process.sentinel for w in busy])
             for worker in busy:
@@ -474,13 +485,13 @@ def _launch_processes(
 
 
 def _assign(
-    queue: RunQueue, workers: list[_Worker], out: Path, context: Any, threads: ThreadChoice
+    queue: RunQueue, workers: list[_Worker], out: Path, context: Any, setup: WorkerSetup
 ) -> list[_Worker]:
     """Give each idle worker the next run (replacing workers that died); return the busy ones."""
     for i, worker in enumerate(workers):
         if worker.task is None and queue:
             if not worker.process.is_alive():  # replace a worker that was killed
-                workers[i] = worker = _start_worker(context, threads, worker.gpu)
+                workers[i] = worker = _start_worker(context, setup, worker.gpu)
             worker.task = queue.pop()
             cfgs = [run.cfg.to_dict() for run in worker.task.runs]
             worker.conn.send((cfgs, str(out), worker.task.wait))
@@ -498,26 +509,31 @@ def _stop_workers(workers: list[_Worker]) -> None:
 
 def _receive(worker: _Worker, task: Task) -> list[Outcome]:
     """The outcomes a worker sent (one per run of the task), or `failed` for each run with the
-    signal that killed it."""
+    error that kept the worker from reading the configs, or with the signal that killed it."""
     try:
-        return worker.conn.recv()
+        sent = worker.conn.recv()
     except (EOFError, OSError):
         pass
+    else:
+        if isinstance(sent, str):  # the worker could not read the configs (a plugin failed)
+            return [Outcome(run.run_id, "failed", sent) for run in task.runs]
+        return sent
     worker.process.join(timeout=10)
     code = worker.process.exitcode
     how = f"killed by {signal.Signals(-code).name}" if code and code < 0 else f"exit code {code}"
     return [Outcome(run.run_id, "failed", f"worker process died ({how})") for run in task.runs]
 
 
-def _worker_main(threads: ThreadChoice, gpu: str | None, conn: Connection) -> None:
+def _worker_main(setup: WorkerSetup, gpu: str | None, conn: Connection) -> None:
     """A worker process: runs (configs, out, wait) messages one by one until None (the configs
-    of one run, or of seeds trained together)."""
+    of one run, or of seeds trained together), with the driver's plugins."""
     _die_with_parent()
     # Ctrl-C reaches the whole process group: the launcher decides, and terminates the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before torch initialises CUDA
-    apply_threads(threads)  # a run's runtime.threads, where set, overrides it
+    apply_threads(setup.threads)  # a run's runtime.threads, where set, overrides it
+    plugins.use(setup.plugins)  # loaded at the first config the worker reads
     while True:
         try:
             message = conn.recv()
@@ -526,7 +542,10 @@ def _worker_main(threads: ThreadChoice, gpu: str | None, conn: Connection) -> No
         if message is None:
             return
         cfgs_data, out, wait = message
-        conn.send(run_runs(cfgs_data, out, wait))
+        try:
+            conn.send(run_runs(cfgs_data, out, wait))
+        except FedbenchError as exc:  # reading the configs: a plugin that fails to load here
+            conn.send(str(exc))
 
 
 def _die_with_parent() -> None:

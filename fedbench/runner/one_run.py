@@ -81,9 +81,12 @@ def train_command(
     if print_plan:
         from fedbench.engine.plan import execution_plan
         from fedbench.engine.setup import prepare_run
+        from fedbench.runner.plugin_lines import run_plugin_lines
 
         plan = execution_plan(prepare_run(cfg))
-        return TrainReport([f"execution plan of {cfg.run_id()}:", *plan.lines()])
+        return TrainReport(
+            [f"execution plan of {cfg.run_id()}:", *plan.lines(), *run_plugin_lines(cfg)]
+        )
     result = train_one(cfg, out, save_model=save_model, console=console, resume=resume)
     summary = result.summary
     if result.status == "skipped":

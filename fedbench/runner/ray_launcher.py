@@ -19,7 +19,9 @@ from typing import Any
 
 from rich.console import Console
 
+from fedbench import plugins
 from fedbench.errors import FedbenchError
+from fedbench.plugins import PluginSource
 from fedbench.runner.launcher import (
     Outcome,
     RunQueue,
@@ -42,15 +44,27 @@ def import_ray() -> Any:
     return ray
 
 
-def _run_task(cfg_data: dict[str, Any], out: str, wait: bool, threads: int) -> Outcome:
-    """The body of one Ray task (in a Ray worker process)."""
+def _run_task(
+    cfg_data: dict[str, Any],
+    out: str,
+    wait: bool,
+    threads: int,
+    plugin_sources: tuple[PluginSource, ...] = (),
+) -> Outcome | str:
+    """The body of one Ray task (in a Ray worker process), with the driver's plugins (a file
+    plugin must be at the same path on every node, as --out is); the error line where the
+    task cannot read its config (a plugin that fails to load on this node)."""
     import ray
 
     from fedbench.threads import ThreadChoice, apply
 
     # The task's CPUs are Ray's to give: no load-based choice (a run's runtime.threads overrides).
     apply(ThreadChoice(threads, "Ray task: runtime.cpus_per_run"))
-    outcome = run_one(cfg_data, out, wait=wait)
+    plugins.use(plugin_sources)
+    try:
+        outcome = run_one(cfg_data, out, wait=wait)
+    except FedbenchError as exc:
+        return str(exc)
     outcome.node = ray.get_runtime_context().get_node_id()[:8]
     return outcome
 
@@ -170,6 +184,7 @@ def _drive(
     progress: SweepProgress,
 ) -> None:
     task_fn = ray.remote(_run_task)
+    plugin_sources = tuple(plugins.wanted())  # every task loads the driver's plugins
     pending: dict[Any, Task] = {}
     try:
         while queue or pending:
@@ -181,7 +196,7 @@ def _drive(
                     break
                 cpus, gpus = sizes[task.run.run_id]
                 ref = task_fn.options(num_cpus=cpus, num_gpus=gpus, max_retries=0).remote(
-                    task.run.cfg.to_dict(), str(out), task.wait, max(1, int(cpus))
+                    task.run.cfg.to_dict(), str(out), task.wait, max(1, int(cpus)), plugin_sources
                 )
                 pending[ref] = task
             progress.set_running(min(len(pending), progress.workers))
@@ -190,6 +205,8 @@ def _drive(
                 task = pending.pop(ref)
                 try:
                     outcome = ray.get(ref)
+                    if isinstance(outcome, str):  # the task could not read its config
+                        outcome = Outcome(task.run.run_id, "failed", outcome)
                 except ray.exceptions.RayError as exc:  # the worker process or its node died
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                     outcome = Outcome(

@@ -148,6 +148,10 @@ def print_dry_run(
 
     for line in execution_plan_lines(plan, bool(checked.missing)):
         log(line)
+    from fedbench.runner.plugin_lines import plan_plugin_lines
+
+    for line in plan_plugin_lines(plan):
+        log(line)
 
 
 def probe_slots(plan: Plan, workers: int | None) -> tuple[int, int | None]:

@@ -1,0 +1,1 @@
+"""An example fedbench plugin: the Signum client rule (fedbench_plugin_example.signum)."""
