@@ -137,7 +137,7 @@ def plot(
     """Overlay the curves of any runs (METRIC per evaluated round, one line per run), or draw
     the privacy-utility figure of table folders (METRIC against epsilon, one line per row)."""
     from fedbench.report.plots import plot_run_curves
-    from fedbench.report.privacy_utility import parse_width, plot_privacy_utility, table_folders
+    from fedbench.report.privacy_plot import parse_width, plot_privacy_utility, table_folders
 
     folders = table_folders(runs)
     if folders:

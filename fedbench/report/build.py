@@ -25,7 +25,8 @@ from fedbench.report.collect import (
 )
 from fedbench.report.plots import plot_curves
 from fedbench.report.privacy_cells import legend_lines, method_labels, privacy_note
-from fedbench.report.privacy_utility import Source, has_budgets, write_figure
+from fedbench.report.privacy_plot import write_figure
+from fedbench.report.privacy_utility import has_budgets
 from fedbench.report.ran import (
     KIND_FACTS,
     Cfg,
@@ -39,6 +40,7 @@ from fedbench.report.ran import (
     reads,
     scope_settings,
 )
+from fedbench.report.sources import Source
 from fedbench.report.tables import (
     View,
     build_view,

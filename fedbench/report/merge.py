@@ -1,10 +1,10 @@
 """`fedbench report A B ... --out DIR`: the rows of several table folders in one report.
 
 Tables merge when they share a setting (every field the runs of one folder share is the same in
-the others, row and privacy fields aside: privacy_utility.check_shared_setting) and their
+the others, row and privacy fields aside: sources.check_shared_setting) and their
 columns are the same grid keys. DIR becomes a table folder of its own: a plan.json listing every
 run of the folders (rows relabelled where two folders have a row of one name, by the settings
-that tell them apart: privacy_utility.row_labels) and, beside it in DIR/../runs/, a copy of what
+that tell them apart: sources.row_labels) and, beside it in DIR/../runs/, a copy of what
 a report reads of each run folder not there already (config.yaml, metrics.jsonl, summary.json: a
 run folder is named by the hash of its config, so a run shared by two folders is one copy). The
 report is then built like any other, and `fedbench report DIR` rebuilds it. The merged plan records its folders (`merged_from`), and a
@@ -24,7 +24,7 @@ from fedbench.files import write_file
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.build import Report, build_report
 from fedbench.report.collect import PLAN_FILE
-from fedbench.report.privacy_utility import Source, check_shared_setting, row_labels
+from fedbench.report.sources import Source, check_shared_setting, row_labels
 from fedbench.runner.table_config import parse_table_config
 
 MERGED_FROM = "merged_from"

@@ -13,7 +13,8 @@ are labelled by their name, and where two folders have a row of the same name, b
 that tell them apart.
 
 δ, the accounting status and what ran go to the caption (`<stem>.caption.txt`, and the PNG's and
-PDF's metadata); the plotted points to `<stem>.csv`. The look is fedbench.report.style's.
+PDF's metadata); the plotted points to `<stem>.csv` (fedbench.report.privacy_plot draws and
+writes them). The folders are read by fedbench.report.sources.
 """
 
 from __future__ import annotations
@@ -21,27 +22,13 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from fedbench.errors import FedbenchError
-from fedbench.files import write_file
-from fedbench.report.collect import collect, plan_table, read_plan, run_configs, with_metrics
-from fedbench.report.ran import IGNORED_PREFIXES, Cfg, describe, facts, flatten, value_label
-from fedbench.report.runs import distinguishing, label
-from fedbench.report.style import (
-    WIDTHS,
-    Width,
-    paper_style,
-    plain_number,
-    plain_ticks,
-    pyplot,
-    save,
-)
-from fedbench.report.tables import summarise
-from fedbench.runner.table_config import TableConfig
+from fedbench.report.ran import value_label
+from fedbench.report.sources import Source, row_labels
 
 #: The y axis per metric.
 AXIS_LABELS = {
@@ -50,9 +37,6 @@ AXIS_LABELS = {
     "train_loss": "train loss",
     "test_loss": "test loss",
 }
-#: Fields that change with the row or with the privacy budget: never part of the setting two
-#: folders must share (nor of a panel).
-ROW_PREFIXES = ("algorithm.", "privacy", "seed")
 #: Points of different rows at the same ε are offset sideways by up to this factor (log axis)
 #: so that their intervals do not hide one another; the caption says so.
 DODGE = 0.025
@@ -62,68 +46,10 @@ MAX_TICKS = 8
 
 
 @dataclass
-class Source:
-    """One table folder as the figure reads it: its plan, table, per-cell summary (the
-    report's, with the figure's metric) and its runs' resolved configs by run id."""
-
-    folder: Path
-    plan: dict[str, Any]
-    table: TableConfig
-    summary: pd.DataFrame
-    runs: pd.DataFrame
-    configs: dict[str, Cfg]
-
-    @classmethod
-    def read(cls, folder: Path, metric: str, runs_root: Path | None = None) -> Source:
-        """The folder's runs under RUNS_ROOT (default: its sibling runs/ folder)."""
-        plan = read_plan(folder)
-        table = with_metrics(plan_table(plan), [metric])
-        runs_root = runs_root or folder.parent / "runs"
-        runs, _ = collect(folder, runs_root, table)
-        summary = summarise(runs, table, ci=True)
-        configs = run_configs(plan, runs_root)
-        return cls(folder, plan, table, summary, runs, configs)
-
-    def row_configs(self, method: str) -> list[Cfg]:
-        runs = self.plan["runs"]
-        return [
-            self.configs[r["run_id"]]
-            for r in runs
-            if r["method"] == method and r["run_id"] in self.configs
-        ]
-
-    def constant(self) -> dict[str, Any]:
-        """The fields every run of this folder shares (row and privacy fields left aside)."""
-        flat = [flatten(c) for c in self.configs.values()]
-        if not flat:
-            return {}
-        keys = set.intersection(*(set(f) for f in flat))
-        out = {}
-        for key in sorted(keys):
-            if key.startswith(IGNORED_PREFIXES) or key.startswith(ROW_PREFIXES):
-                continue
-            values = {json.dumps(f[key], sort_keys=True) for f in flat}
-            if len(values) == 1:
-                out[key] = flat[0][key]
-        return out
-
-    def what_ran(self) -> str:
-        by_column: dict[str, list[Cfg]] = {}
-        for run in self.plan["runs"]:
-            if run["run_id"] in self.configs:
-                by_column.setdefault(json.dumps(run["setting"]), []).append(
-                    self.configs[run["run_id"]]
-                )
-        text = describe(facts(by_column)) if by_column else "nothing has run yet"
-        overrides = self.plan.get("overrides") or []
-        preset = self.plan.get("preset")
-        extra = [f"preset {preset}"] if preset else []
-        extra += [f"--set {', '.join(overrides)}"] if overrides else []
-        return text + (f" ({'; '.join(extra)})" if extra else "")
-
-
-@dataclass
 class Point:
+    """One cell drawn: its row's label, panel, the ε it spent (NaN: a reference without DP),
+    the mean over its seeds with the 95 % interval of that mean, and its seed count."""
+
     row: str
     panel: str
     epsilon: float
@@ -185,41 +111,6 @@ def _panel(setting: dict[str, Any]) -> str:
     a table whose only grid key is a budget."""
     keys = [k for k in setting if not k.startswith("privacy")]
     return " / ".join(value_label(k, setting[k]) for k in keys)
-
-
-def check_shared_setting(sources: list[Source]) -> None:
-    """Folders plotted together must share their setting (ROW_PREFIXES aside): a one-line
-    error names the first field that differs."""
-    first = sources[0].constant()
-    for other in sources[1:]:
-        theirs = other.constant()
-        for key in first:
-            if key in theirs and json.dumps(first[key]) != json.dumps(theirs[key]):
-                raise FedbenchError(
-                    f"{sources[0].folder} and {other.folder} do not share a setting: {key} is "
-                    f"{first[key]!r} in one and {theirs[key]!r} in the other; plot them apart"
-                )
-
-
-def row_labels(sources: list[Source]) -> dict[tuple[int, str], str]:
-    """(source index, row) -> its label, for every planned row: the row's name, and where two
-    folders have a row of that name, the settings that tell them apart ('DP-FedAvg,
-    lr=0.05'), else the folder."""
-    names: dict[str, list[tuple[int, str]]] = {}
-    for i, source in enumerate(sources):
-        for method in dict.fromkeys(run["method"] for run in source.plan["runs"]):
-            names.setdefault(method, []).append((i, method))
-    out: dict[tuple[int, str], str] = {}
-    for name, rows in names.items():
-        if len(rows) == 1:
-            out[rows[0]] = name
-            continue
-        cfgs = [(sources[i].row_configs(m) or [{}])[0] for i, m in rows]
-        keys = [k for k in distinguishing(cfgs) if not k.startswith(("privacy", "seed"))]
-        for (i, m), cfg in zip(rows, cfgs, strict=True):
-            told = label(flatten(cfg), keys) if keys else ""
-            out[(i, m)] = f"{name}, {told}" if told else f"{name} ({sources[i].folder})"
-    return out
 
 
 def build(sources: list[Source], metric: str) -> Figure:
@@ -344,112 +235,6 @@ def caption(figure: Figure, sources: list[Source]) -> str:
     return text
 
 
-def draw(figure: Figure, width: Width) -> Any:
-    """The matplotlib figure: one panel per setting, side by side at the page's width,
-    stacked at a column's, and one legend under them."""
-    count = len(figure.panels)
-    across = width == "page"
-    size = (WIDTHS["page"], 2.5) if across else (WIDTHS["column"], 0.45 + 2.1 * count)
-    plt = pyplot()
-    fig, axes = plt.subplots(
-        1 if across else count,
-        count if across else 1,
-        figsize=size,
-        squeeze=False,
-        layout="constrained",
-    )
-    for ax, panel in zip(axes.flat, figure.panels, strict=True):
-        _draw_panel(ax, figure, panel, plt.rcParams["axes.prop_cycle"].by_key()["color"])
-        if panel and count > 1:
-            ax.set_title(panel)
-    for ax in axes[:, 0] if across else axes.flat:
-        ax.set_ylabel(AXIS_LABELS.get(figure.metric, figure.metric))
-    handles, labels = [], []  # every entry of any panel, once (a reference may sit in one)
-    for ax in axes.flat:
-        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
-            if text not in labels:
-                handles.append(handle)
-                labels.append(text)
-    # The private rows first, in table order, then the references (drawn last in the legend).
-    order = sorted(range(len(labels)), key=lambda k: labels[k].endswith("(no DP)"))
-    handles, labels = [handles[k] for k in order], [labels[k] for k in order]
-    columns = min(len(labels), 4 if across else 2)
-    fig.legend(handles, labels, loc="outside lower center", ncol=columns)
-    return fig
-
-
-def _draw_panel(ax: Any, figure: Figure, panel: str, colors: list[str]) -> None:
-    """One panel: each private row's points with their intervals (offset sideways by DODGE),
-    the references that ran at its grid values, and ticks at the budgets spent."""
-    import numpy as np
-
-    epsilons = sorted({p.epsilon for p in figure.points})
-    log = epsilons[0] > 0 and epsilons[-1] / epsilons[0] >= 3
-    for i, row in enumerate(figure.rows):
-        mine = sorted(
-            (p for p in figure.points if p.row == row and p.panel == panel),
-            key=lambda p: p.epsilon,
-        )
-        if not mine:
-            continue
-        shift = (i - (len(figure.rows) - 1) / 2) * DODGE
-        x = np.array([p.epsilon for p in mine])
-        x = x * (1 + shift) if log else x + shift * (epsilons[-1] - epsilons[0] or 1)
-        low = [p.mean - p.low if p.n > 1 else 0.0 for p in mine]
-        high = [p.high - p.mean if p.n > 1 else 0.0 for p in mine]
-        ax.errorbar(
-            x,
-            [p.mean for p in mine],
-            yerr=np.vstack([low, high]),
-            label=row,
-            color=colors[i % len(colors)],
-            marker=MARKERS[i % len(MARKERS)],
-            capsize=2,
-            elinewidth=0.8,
-        )
-    for j, ref in enumerate(r for r in figure.references if panel in r.shown_in):
-        color = ("0.25", "0.55", "0.4")[j % 3]
-        ax.axhline(ref.mean, color=color, ls="--", lw=1.0, label=f"{ref.row} (no DP)")
-        if ref.n > 1:
-            ax.axhspan(ref.low, ref.high, color=color, alpha=0.12, lw=0)
-    if log:
-        ax.set_xscale("log")
-    ax.minorticks_off()
-    if len(epsilons) <= MAX_TICKS:
-        ax.set_xticks(epsilons, [plain_number(round(e, 2)) for e in epsilons])
-    else:
-        plain_ticks(ax, "x")
-    plain_ticks(ax, "y")
-    ax.set_xlabel("privacy budget ε")
-
-
-def plot_privacy_utility(
-    folders: list[Path],
-    metric: str,
-    path: Path,
-    width: Width = "column",
-    runs_root: Path | None = None,
-) -> list[Path]:
-    """Write the figure of FOLDERS (table folders, their runs under RUNS_ROOT, default each
-    folder's sibling runs/) to PATH (PNG), its PDF, caption and CSV; return the paths written."""
-    sources = [Source.read(folder, metric, runs_root) for folder in folders]
-    check_shared_setting(sources)
-    return write_figure(sources, metric, path, width)
-
-
-def write_figure(sources: list[Source], metric: str, path: Path, width: Width) -> list[Path]:
-    """plot_privacy_utility's files from sources already read (a report passes its own)."""
-    figure = build(sources, metric)
-    title = "Privacy-utility: " + " + ".join(s.table.title or s.table.table for s in sources)
-    with paper_style() as plt:
-        drawn = draw(figure, width)
-        files = save(drawn, path, caption(figure, sources), title)
-        plt.close(drawn)
-    csv = path.with_suffix(".csv")
-    write_file(csv, figure.table().to_csv(index=False))
-    return [*files, csv]
-
-
 def has_budgets(summary: pd.DataFrame) -> bool:
     """Whether a report's summary holds a private row at two budgets or more in one panel:
     the report then draws its privacy-utility figure."""
@@ -459,28 +244,3 @@ def has_budgets(summary: pd.DataFrame) -> bool:
     panels = [_panel(json.loads(s)) for s in private["setting_json"]]
     counts = private.assign(panel=panels).groupby(["method", "panel"])["epsilon"].nunique()
     return bool((counts >= 2).any())
-
-
-def parse_width(text: str) -> Width:
-    """`fedbench plot --width`: column (3.3 in) or page (6.9 in); anything else is a one-line
-    error."""
-    if text == "column":
-        return "column"
-    if text == "page":
-        return "page"
-    raise FedbenchError(f"--width {text!r}: give column (3.3 in) or page (6.9 in)")
-
-
-def table_folders(targets: list[str]) -> list[Path]:
-    """`fedbench plot` TARGETS as table folders (each holds plan.json), or [] when none is
-    one (run folders: their curves); a mix is a one-line error."""
-    from fedbench.report.collect import PLAN_FILE
-
-    tables = [Path(t) for t in targets if (Path(t) / PLAN_FILE).is_file()]
-    if tables and len(tables) != len(targets):
-        other = next(t for t in targets if not (Path(t) / PLAN_FILE).is_file())
-        raise FedbenchError(
-            f"{other} is not a table folder (no {PLAN_FILE}) while {tables[0]} is: give table "
-            "folders (the privacy-utility figure) or run folders (their curves), not both"
-        )
-    return tables

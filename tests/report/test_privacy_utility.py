@@ -15,8 +15,10 @@ from PIL import Image
 
 from fedbench.errors import FedbenchError
 from fedbench.report import build_report
-from fedbench.report.privacy_utility import Source, build, caption, plot_privacy_utility
+from fedbench.report.privacy_plot import plot_privacy_utility
+from fedbench.report.privacy_utility import build, caption
 from fedbench.report.significance import mean_ci
+from fedbench.report.sources import Source
 from fedbench.runner.sweep import write_plan
 from fedbench.runner.table_config import expand, parse_table_config
 from tests.conftest import tiny_table_data
