@@ -18,7 +18,6 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
@@ -31,7 +30,8 @@ from fedbench.report.collect import (
     run_configs,
     with_metrics,
 )
-from fedbench.report.ran import IGNORED_PREFIXES, column_label, describe, facts, flatten
+from fedbench.report.ran import column_label, describe, facts
+from fedbench.report.sides import RanSetting, setting_differences, side_names
 from fedbench.report.significance import (
     CORRECTION,
     LEVEL,
@@ -60,12 +60,9 @@ class Side:
     columns: dict[str, str] = field(default_factory=dict)
     #: 'preset quick; digits, model CNN ...; 3 rounds, K=10 local steps, B=32'.
     ran: str = ""
-    #: The resolved config fields (dotted) that every run of the row shares, where they act on
-    #: the results (ran.IGNORED_PREFIXES aside): what `compare` sets against the other side's.
-    settings: dict[str, Any] = field(default_factory=dict)
-    #: The sweep's preset and --set values (plan.json).
-    preset: str | None = None
-    overrides: list[str] = field(default_factory=list)
+    #: What every run of the row shares (config fields, the sweep's preset and --set values):
+    #: what `compare` sets against the other side's (sides.setting_differences).
+    setting: RanSetting = field(default_factory=lambda: RanSetting({}))
     #: The folder as the output names it: its name, or as much of its path as tells it apart
     #: from the other sides' folders (`side_names`).
     name: str = ""
@@ -210,83 +207,12 @@ def read_side(spec: str, metric: str) -> Side:
     columns = {s: column_label(keys, cfgs, json.loads(s)) for s, cfgs in by_column.items()}
     preset = f"preset {plan['preset']}" if plan.get("preset") else "no preset"
     ran = f"{preset}; {describe(facts(by_column))}" if by_column else preset
-    shared = _shared_settings([c for cfgs in by_column.values() for c in cfgs])
-    overrides = list(plan.get("overrides") or [])
-    return Side(
-        spec, folder, row, values, seeds, columns, ran, shared, plan.get("preset"), overrides
+    setting = RanSetting.of(
+        [c for cfgs in by_column.values() for c in cfgs],
+        plan.get("preset"),
+        plan.get("overrides") or [],
     )
-
-
-def _shared_settings(cfgs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The dotted fields whose value every config shares (the seed, where data lives,
-    evaluation and runtime left aside: they do not change what the numbers mean)."""
-    flat = [flatten(c) for c in cfgs]
-    if not flat:
-        return {}
-    out = {}
-    for key in flat[0]:
-        if key.startswith(IGNORED_PREFIXES):
-            continue
-        values = {json.dumps(f.get(key), sort_keys=True) for f in flat}
-        if len(values) == 1:
-            out[key] = flat[0][key]
-    return out
-
-
-def side_names(folders: list[Path]) -> dict[Path, str]:
-    """Each folder by the fewest trailing parts of its path that tell it apart from the other
-    folders: `dpstudy` alone, `a/dpstudy` and `b/dpstudy` for two sweeps of one table."""
-    unique = list(dict.fromkeys(f.resolve() for f in folders))
-    names = {}
-    for folder in unique:
-        for count in range(1, len(folder.parts) + 1):
-            tail = folder.parts[-count:]
-            if all(other.parts[-count:] != tail for other in unique if other != folder):
-                names[folder] = "/".join(tail)
-                break
-        else:
-            names[folder] = str(folder)
-    return {f: names[f.resolve()] for f in folders}
-
-
-def _text(value: Any) -> str:
-    return (
-        "unset"
-        if value is None
-        else json.dumps(value)
-        if isinstance(value, dict | list)
-        else str(value)
-    )
-
-
-def setting_differences(a: Side, b: Side) -> list[str]:
-    """What tells side A's runs from side B's: each config field both sides have whose value
-    differs ('algorithm.lr 0.1 vs 0.05'; an algorithm's own fields are not listed because the
-    other side's algorithm lacks them), a section only one side has ('privacy set vs unset'),
-    then the preset and the --set values where they differ."""
-    lines = []
-    for key in dict.fromkeys([*a.settings, *b.settings]):
-        if key not in a.settings or key not in b.settings:
-            continue
-        mine, theirs = a.settings[key], b.settings[key]
-        if json.dumps(mine, sort_keys=True) != json.dumps(theirs, sort_keys=True):
-            lines.append(f"{key} {_text(mine)} vs {_text(theirs)}")
-    sections = [_sections(side.settings) for side in (a, b)]
-    for section in dict.fromkeys([*sections[0], *sections[1]]):
-        if (section in sections[0]) != (section in sections[1]):
-            which = ["set" if section in mine else "unset" for mine in sections]
-            lines.append(f"{section} {which[0]} vs {which[1]}")
-    if a.preset != b.preset:
-        lines.append(f"preset {a.preset or 'none'} vs {b.preset or 'none'}")
-    if a.overrides != b.overrides:
-        sets = [", ".join(side.overrides) or "none" for side in (a, b)]
-        lines.append(f"--set {sets[0]} vs {sets[1]}")
-    return lines
-
-
-def _sections(settings: dict[str, Any]) -> list[str]:
-    """The config sections with a value (privacy: null is no section)."""
-    return list(dict.fromkeys(k.split(".")[0] for k, v in settings.items() if v is not None))
+    return Side(spec, folder, row, values, seeds, columns, ran, setting)
 
 
 def _recorded(
@@ -396,7 +322,7 @@ def render(found: list[Comparison], metric: str) -> list[Table | str]:
     lines += [f"what ran in {' and '.join(labels)}: {ran}" for ran, labels in by_ran.items()]
     pairs = dict.fromkeys((c.a.label, c.b.label) for c in found)
     for a_label, b_label in pairs:
-        differ = setting_differences(sides[a_label], sides[b_label])
+        differ = setting_differences(sides[a_label].setting, sides[b_label].setting)
         lines.append(
             f"{a_label} (A) vs {b_label} (B) differ in: {'; '.join(differ)}"
             if differ
