@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measurement import measurement, write_measurement  # noqa: E402
 from fedbench.config import parse_run_config  # noqa: E402
+from fedbench.engine.plan import execution_plan  # noqa: E402
 from fedbench.engine.run_folder import RunFolder  # noqa: E402
 from fedbench.engine.schedule import local_lr  # noqa: E402
 from fedbench.engine.seeds import share_data  # noqa: E402
@@ -76,7 +77,9 @@ def engines(model: str, seeds: int, local_steps: int, tmp: Path) -> list[Vectori
     ]
     share_data(setups)
     return [
-        VectorizedEngine(setup, RunFolder(tmp / f"{model}-{i}"), None)
+        VectorizedEngine(
+            execution_plan(setup, group=len(setups)), setup, RunFolder(tmp / f"{model}-{i}"), None
+        )
         for i, setup in enumerate(setups)
     ]
 

@@ -22,9 +22,10 @@ from typing import Any
 import torch
 
 from fedbench.engine.loop import RunPass
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.setup import RunSetup
 from fedbench.engine.stacked import ClientJob, train_jobs
-from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.step import split_model
 
 #: How the numbers of a seed trained together relate to its separate run (summary.json's
@@ -44,9 +45,9 @@ def stack_problem(lead: RunSetup, other: RunSetup) -> str | None:
     vectorised engine, on one device, with the same model structure (parameter and buffer names,
     shapes and dtypes; equal constants) and data of the same shape, and the same local steps."""
     for setup in (lead, other):
-        reason = vectorized_unsupported(setup)
-        if reason is not None:
-            return reason
+        executor = execution_plan(setup)["executor"]
+        if executor.value != "vectorized":
+            return executor.reason
     if lead.device != other.device:
         return "the runs are on different devices"
     if lead.cfg.fl.local_steps != other.cfg.fl.local_steps:

@@ -49,16 +49,11 @@ from torch.func import grad, vmap
 from fedbench.algorithms.base import RoundInfo, Scalar, State
 from fedbench.engine.accelerate import batchnorm_in_float32
 from fedbench.engine.aggregation import RoundResults
-from fedbench.engine.captured import (
-    CompiledOrEager,
-    captured_unsupported,
-    compile_per_owner,
-    step_scalars,
-)
-from fedbench.engine.graphed import StepGraphs, cuda_step_graphs, stacked_graphs_unsupported
+from fedbench.engine.captured import CompiledOrEager, compile_per_owner, step_scalars
+from fedbench.engine.graphed import StepGraphs, cuda_step_graphs
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
-from fedbench.engine.plan import vectorized_unsupported
+from fedbench.engine.plan import ExecutionPlan, vectorized_unsupported
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
@@ -81,8 +76,10 @@ class VectorizedEngine(Engine):
     name = "vectorized"
     stacks_rows = True
 
-    def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
-        super().__init__(setup, folder, console)
+    def __init__(
+        self, plan: ExecutionPlan, setup: RunSetup, folder: RunFolder, console: Console | None
+    ) -> None:
+        super().__init__(plan, setup, folder, console)
         model = setup.model
         if self.autocast is not None:
             batchnorm_in_float32(model)  # vmap's BatchNorm rule needs one dtype
@@ -119,29 +116,26 @@ class VectorizedEngine(Engine):
                 represent_and_classify(model), represent_with(model, self.names)
             )
         #: The stacked step (gradients, per-client clipping, the local rule), compiled as one
-        #: graph with `runtime.compile` where the local rule is capturable; else the eager step
-        #: (with the vmapped gradient compiled alone under `runtime.compile`).
+        #: graph where the plan says `compile: step`; else the eager step (with the vmapped
+        #: gradient compiled alone for `compile: gradient`).
         self.stacked_step: Callable[..., None] = self._stacked_step
         self.tensor_scalars = False
-        #: The stacked step replayed as a CUDA graph (`runtime.cuda_graphs`, auto or on, where
-        #: the rule's step is capturable: fedbench.engine.graphed); None: eager steps.
+        #: The stacked step replayed as a CUDA graph (the plan's `cuda_graphs: on`,
+        #: fedbench.engine.graphed); None: eager steps.
         self.step_graphs: StepGraphs | None = None
-        graphs_off = stacked_graphs_unsupported(self.cfg, setup.device, setup.algorithm)
-        if self.cfg.runtime.cuda_graphs != "off" and graphs_off is None:
-            self.step_graphs = cuda_step_graphs(strict=self.cfg.runtime.cuda_graphs == "on")
-        if self.cfg.runtime.compile:
-            if captured_unsupported(setup.algorithm, private=False) is None:
-                # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
-                # run are few (clients train in groups of one batch width, chunks of one size).
-                self.stacked_step = CompiledOrEager(
-                    compile_per_owner(self._stacked_step, dynamic=False),
-                    self._stacked_step,
-                    self._compile_gradient_only,
-                )
-                self.tensor_scalars = True
-                self.compiled = "step"
-            else:
-                self._compile_gradient_only()
+        if plan.cuda_graphs:
+            self.step_graphs = cuda_step_graphs(strict="cuda_graphs" in plan.required)
+        if plan.compile == "step":
+            # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
+            # run are few (clients train in groups of one batch width, chunks of one size).
+            self.stacked_step = CompiledOrEager(
+                compile_per_owner(self._stacked_step, dynamic=False),
+                self._stacked_step,
+                self._compile_gradient_only,
+            )
+            self.tensor_scalars = True
+        elif plan.compile == "gradient":
+            self._compile_gradient_only()
 
     def _compile_gradient_only(self, why: str | None = None) -> None:
         """Compile the vmapped gradient alone; the stacked step around it runs eagerly (where

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -21,7 +21,7 @@ from fedbench.privacy.accounting import (
     worst_epsilon,
 )
 from fedbench.privacy.client_level import ClientLevelPlan, client_level_plan
-from fedbench.privacy.mechanism import PrivateGradient, check_no_batchnorm
+from fedbench.privacy.mechanism import Method, PrivateGradient, check_no_batchnorm
 from fedbench.privacy.status import accounting_status
 from fedbench.step import Objective
 
@@ -93,7 +93,12 @@ class PrivacyPlan:
         params: list[Tensor],
         autocast: torch.dtype | None = None,
         objective: Objective | None = None,
+        *,
+        method: str,
+        strict: bool,
     ) -> PrivateGradient:
+        """The run's mechanism with the clipping method its execution plan chose (`strict`:
+        asked by name, so a batch size where it is not exact is an error, not vmap)."""
         return PrivateGradient(
             model,
             params,
@@ -101,7 +106,8 @@ class PrivacyPlan:
             clip=self.config.clip,
             batch_size=self.batch_size,
             autocast=autocast,
-            method=self.config.clipping,
+            method=cast(Method, method),
+            strict=strict,
             objective=objective,
         )
 

@@ -82,7 +82,7 @@ def train_command(
         from fedbench.engine.plan import execution_plan
         from fedbench.engine.setup import prepare_run
 
-        plan = execution_plan(prepare_run(cfg))
+        plan = execution_plan(prepare_run(cfg), group=1)  # `train` trains one run alone
         return TrainReport([f"execution plan of {cfg.run_id()}:", *plan.lines()])
     result = train_one(cfg, out, save_model=save_model, console=console, resume=resume)
     summary = result.summary
