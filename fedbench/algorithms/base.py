@@ -16,7 +16,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
@@ -117,7 +117,7 @@ class RoundInfo:
         return replace(self, lr=self.step_lr(k), step_schedule="constant", lr_total=self.lr_sum)
 
 
-class GradientOracle:
+class GradientOracle(Protocol):
     """What an executor hands `Algorithm.local_step_with_oracle`: called, g at the current y on
     the step's batch (clipped, or privatised, as every gradient of the run; each call on the same
     batch); and the reductions a rule makes over ONE client's parameters.
@@ -127,7 +127,26 @@ class GradientOracle:
     the local state then has a leading dimension of `rows`, one client of one run per row. A rule
     that reduces over a client's parameters (SAM's ||g1||) writes the reduction with `norm` and
     applies it with `scale`, and is elementwise (torch._foreach_*) elsewhere: written once, it
-    computes each row as that client alone."""
+    computes each row as that client alone. `StepOracle` is the executors' implementation."""
+
+    rows: int | None
+
+    def __call__(self) -> Tensors: ...
+
+    def norm(self, tensors: TensorSeq) -> Tensor:
+        """||t||_2 over all of one client's tensors: a 0-d tensor, or one per row (shape
+        (rows,)) on stacked rows. No host sync."""
+        ...
+
+    def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
+        """Each tensor times its client's factor: a 0-d tensor, or one per row as `norm`
+        returns them (a new list; the tensors are unchanged)."""
+        ...
+
+
+class StepOracle:
+    """The `GradientOracle` of every executor (and of the tests that train one client): g from
+    `compute`, reductions per client over `rows` stacked rows (None: one client)."""
 
     def __init__(self, compute: Callable[[], Tensors], rows: int | None = None) -> None:
         self.compute = compute
@@ -137,22 +156,12 @@ class GradientOracle:
         return self.compute()
 
     def norm(self, tensors: TensorSeq) -> Tensor:
-        """||t||_2 over all of one client's tensors: a 0-d tensor, or one per row (shape
-        (rows,)) on stacked rows. No host sync."""
         return client_norm(tensors, self.rows)
 
     def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
-        """Each tensor times its client's factor: a 0-d tensor, or one per row as `norm`
-        returns them (a new list; the tensors are unchanged)."""
         if self.rows is None:
             return list(torch._foreach_mul(tensors, factor))
         return [t * per_row(factor, t) for t in tensors]
-
-
-def as_oracle(gradient: Callable[[], Tensors]) -> GradientOracle:
-    """`gradient` as a GradientOracle: the executors pass one; a plain function (a caller that
-    trains one client, a test) is the one-client oracle."""
-    return gradient if isinstance(gradient, GradientOracle) else GradientOracle(gradient)
 
 
 @dataclass(frozen=True)
@@ -328,17 +337,17 @@ class Algorithm(ABC):
     def local_step_with_oracle(
         self,
         y: Tensors,
-        gradient: Callable[[], Tensors],
+        gradient: GradientOracle,
         local: State,
-        k: int,
+        k: Scalar,
         info: RoundInfo,
     ) -> None:
         """Local step k given the gradient oracle (`GradientOracle`: calling it computes g at
         the current y on the step's batch): every executor's entry point, on one client's
         tensors or on stacked rows. Default: one gradient, then `local_step`. Rules that need
         several gradients per step (FedSAM, FAFED) override this and set `gradients_per_step`;
-        a reduction over a client's parameters goes through `as_oracle(gradient).norm` /
-        `.scale`, so that the override runs on stacked rows unchanged."""
+        a reduction over a client's parameters goes through `gradient.norm` / `.scale`, so that
+        the override runs on stacked rows unchanged."""
         g = gradient()
         with torch.no_grad():
             self.local_step(y, g, local, k, info)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, State, StepOracle
 from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
 from fedbench.engine.aggregation import local_step_sizes
@@ -146,7 +146,7 @@ def _gradient_oracle(
     cast: contextlib.AbstractContextManager[object],
     n_local: int,
     noise: torch.Generator | None,
-) -> Callable[[], list[Tensor]]:
+) -> GradientOracle:
     """g at the current parameters for the batch (xb, yb): privatised (per-sample clipping and
     noise) in a private run, else the clipped gradient of the local loss."""
 
@@ -160,7 +160,7 @@ def _gradient_oracle(
         clip_by_norm_(grads, run.grad_clip)
         return grads
 
-    return gradient
+    return StepOracle(gradient)
 
 
 def run_client(

@@ -28,7 +28,7 @@ from torch import Tensor
 from torch.func import grad, vmap
 from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, Scalar, State
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, StepOracle
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.aggregation import RoundResults, local_step_sizes
@@ -371,8 +371,8 @@ def stacked_step(
             return representation_gradients(engine, algorithm, y, buffers, xb, yb, local, info)
         return stacked_gradients(engine, y, buffers, xb, yb, mask)
 
-    oracle = GradientOracle(gradient, rows=y[0].shape[0])
-    algorithm.local_step_with_oracle(y, oracle, local, k, info)  # type: ignore[arg-type]
+    oracle = StepOracle(gradient, rows=y[0].shape[0])
+    algorithm.local_step_with_oracle(y, oracle, local, k, info)
 
 
 def stacked_gradients(
