@@ -40,7 +40,7 @@ from fedbench.engine.run_folder import RunFolder  # noqa: E402
 from fedbench.engine.schedule import local_lr  # noqa: E402
 from fedbench.engine.seeds import share_data  # noqa: E402
 from fedbench.engine.setup import prepare_run  # noqa: E402
-from fedbench.engine.stacked import train_jobs  # noqa: E402
+from fedbench.engine.stacked import stacked_rounds  # noqa: E402
 from fedbench.engine.vectorized import VectorizedEngine  # noqa: E402
 from fedbench.runner.bench_suite import (  # noqa: E402
     WORKLOADS,
@@ -85,15 +85,12 @@ def engines(model: str, seeds: int, local_steps: int, tmp: Path) -> list[Vectori
 
 
 def stacked_round(group: list[VectorizedEngine], r: int) -> None:
-    jobs, finishers = [], []
-    for engine in group:
-        lr = local_lr(engine.cfg.algorithm, r, engine.cfg.fl.rounds)
-        own, finish = engine.round_jobs(r, lr, False)
-        jobs += own
-        finishers.append(finish)
-    train_jobs(jobs)
-    for finish in finishers:
-        finish()
+    rounds = [engine.round_of(r, local_lr(engine.cfg.algorithm, r, engine.cfg.fl.rounds), False)
+              for engine in group]  # fmt: skip
+    training = [(e, own) for e, own in zip(group, rounds, strict=True) if own is not None]
+    found = stacked_rounds([e for e, _ in training], [own for _, own in training])
+    for (engine, own), diagnostics in zip(training, found, strict=True):
+        engine._after_round(own.results, diagnostics)
 
 
 def separate_round(group: list[VectorizedEngine], r: int) -> None:

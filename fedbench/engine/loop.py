@@ -17,7 +17,7 @@ from rich.console import Console
 from torch import Tensor
 
 import fedbench
-from fedbench.algorithms.base import RoundInfo, State
+from fedbench.algorithms.base import State
 from fedbench.config import RunConfig
 from fedbench.engine.accelerate import GraphedForward, apply_precision, to_channels_last
 from fedbench.engine.aggregation import FiniteWatch, RoundResults
@@ -34,8 +34,6 @@ from fedbench.engine.protocol import (
     ClientStart,
     Federation,
     Trained,
-    end_client,
-    finish,
     run_round,
     uniform_weight,
 )
@@ -351,22 +349,6 @@ class Engine:
             state_device=self.state_device,
         )
 
-    def end_client(
-        self,
-        results: RoundResults,
-        client: int,
-        params: list[Tensor],
-        local: State,
-        stored: State | None,
-        info: RoundInfo,
-        buffers: list[Tensor],
-        step_ratio: float | None = None,
-    ) -> None:
-        """The protocol's `end_client` for one client trained stacked (fedbench.engine.stacked):
-        its new state stored, its upload added to the round's results."""
-        start = ClientStart(client, info, local, stored)
-        end_client(self.federation(), results, start, Trained(params, buffers, step_ratio))
-
     def _representation(self, model: torch.nn.Module) -> dict[str, Any]:
         """LocalTraining's representation fields, for algorithms that use it (MOON)."""
         if not self.setup.algorithm.uses_representation:
@@ -396,10 +378,6 @@ class Engine:
             )
         keep = self.setup.algorithm.uses_client_uploads
         return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
-
-    def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
-        """The end of a round whose clients trained stacked (the protocol's `finish`)."""
-        self._after_round(results, finish(self.federation(), results, info))
 
     def _after_round(self, results: RoundResults, found: dict[str, Any] | None) -> None:
         """What the run keeps of a finished round: client-level DP's new clip, diagnostics."""
