@@ -10,7 +10,7 @@ prints the plan, and summary.json records it under `plan`.
 
 The plan is the decision, not a description of it: the engines are built from it
 (`Engine(plan, setup, ...)`) and read no `runtime.*` or `privacy.clipping` choice from the config,
-and the launcher's seed grouping (`seeds_group_size`), the estimate probe (`suite_executor`) and
+and the launcher's seed grouping (`seeds_group_size`), the estimate probe and the smoke check's coverage (`paper_executor`) and
 the bench suite ask it too. tests/engine/test_plan_is_what_ran.py runs a matrix of configs and
 checks, by instrumenting what ran, that each run did what its plan says.
 
@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.base import Algorithm
 from fedbench.config import RunConfig
 from fedbench.engine.accelerate import has_conv
@@ -40,12 +41,15 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
     representation term stack, as does Mime's full-batch gradient (`stacked.full_gradients`);
     what it cannot run (sample-level DP, a local rule that is not elementwise, clients of
     different K) says so here, and runs on the sequential executor."""
-    if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
+    return _vectorized_unsupported(setup.cfg, setup.algorithm.supports_vectorized)
+
+
+def _vectorized_unsupported(cfg: RunConfig, elementwise: bool) -> str | None:
+    if cfg.privacy is not None and cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
-    algorithm, name = setup.algorithm, setup.cfg.algorithm.name
-    if not algorithm.supports_vectorized:
-        return f"algorithm {name} has a non-elementwise local rule"
-    if setup.cfg.fl.local_steps_min is not None:
+    if not elementwise:
+        return f"algorithm {cfg.algorithm.name} has a non-elementwise local rule"
+    if cfg.fl.local_steps_min is not None:
         return "fl.local_steps_min gives clients different numbers of local steps"
     return None
 
@@ -166,11 +170,13 @@ def executor_choice(
     return Choice("executor", "sequential", "auto: measured fastest for this model and device")
 
 
-def suite_executor(cfg: RunConfig) -> str:
-    """The executor a run of `cfg` would take for a model of the bench suite (`fedbench bench
-    --suite`: paper-size models, over SMALL_MODEL parameters), as the estimate probe matches
-    runs to the suite's rows; where it would fall back, the suite measured the asked one."""
-    return executor_choice(cfg, False, torch.device("cpu"), None).value
+def paper_executor(cfg: RunConfig) -> str:
+    """The executor of a run of `cfg` with a paper-size model (over SMALL_MODEL parameters), from
+    the config alone (no model built): what the estimate probe matches to the bench suite's
+    rows and what the smoke check's covering set tells apart."""
+    elementwise = ALGORITHMS.get(cfg.algorithm.name).supports_vectorized
+    why_not = _vectorized_unsupported(cfg, elementwise)
+    return executor_choice(cfg, False, torch.device("cpu"), why_not).value
 
 
 def _compile(setup: RunSetup, executor: str) -> Choice:

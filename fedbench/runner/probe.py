@@ -271,11 +271,11 @@ def measure(cfg: RunConfig, label: str, share: float, tmp: Path) -> Measured:
 
 def suite_engine(cfg: RunConfig) -> str:
     """The engine a run's step is measured with: the execution plan's executor for a model of
-    the bench suite (fedbench.engine.plan.suite_executor: paper-size models, so `auto` is the
+    the bench suite (fedbench.engine.plan.paper_executor: paper-size models, so `auto` is the
     sequential engine)."""
-    from fedbench.engine.plan import suite_executor
+    from fedbench.engine.plan import paper_executor
 
-    return suite_executor(cfg)
+    return paper_executor(cfg)
 
 
 def workload_label(cfg: RunConfig) -> str:
