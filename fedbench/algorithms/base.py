@@ -143,17 +143,36 @@ class GradientOracle(Protocol):
         returns them (a new list; the tensors are unchanged)."""
         ...
 
+    def full(self) -> Tensors:
+        """The gradient of the client's mean objective over ALL its local samples at the current
+        y (MimeLite's grad f_i(x) with `full_batch_gradient`), clipped as a step's gradient; no
+        augmentation, and the model's buffers are left as they were. Offered where the rule
+        `uses_full_gradient` (refused with sample-level DP)."""
+        ...
+
 
 class StepOracle:
     """The `GradientOracle` of every executor (and of the tests that train one client): g from
-    `compute`, reductions per client over `rows` stacked rows (None: one client)."""
+    `compute`, the full local-data gradient from `full` (None: not offered), reductions per
+    client over `rows` stacked rows (None: one client)."""
 
-    def __init__(self, compute: Callable[[], Tensors], rows: int | None = None) -> None:
+    def __init__(
+        self,
+        compute: Callable[[], Tensors],
+        rows: int | None = None,
+        full: Callable[[], Tensors] | None = None,
+    ) -> None:
         self.compute = compute
         self.rows = rows
+        self._full = full
 
     def __call__(self) -> Tensors:
         return self.compute()
+
+    def full(self) -> Tensors:
+        if self._full is None:
+            raise TypeError("this executor offers no full local-data gradient here")
+        return self._full()
 
     def norm(self, tensors: TensorSeq) -> Tensor:
         return client_norm(tensors, self.rows)
@@ -325,14 +344,11 @@ class Algorithm(ABC):
 
     @classmethod
     def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
-        """True: before its K local steps, each client takes the gradient of its mean loss over
-        its whole local data at the global model, handed to `take_full_gradient` (MimeLite's
-        c_i with `full_batch_gradient`). Not privatised: sample-level DP refuses it."""
+        """True: the rule asks its gradient oracle for the gradient of the client's mean loss
+        over its whole local data (`GradientOracle.full`; MimeLite's c_i with
+        `full_batch_gradient`, at the first step). Not privatised: sample-level DP refuses it,
+        and the executors take the pass outside a compiled or graphed step."""
         return False
-
-    def take_full_gradient(self, g: Tensors, x: Tensors, local: State, info: RoundInfo) -> None:
-        """With `uses_full_gradient`: the client's full local-data gradient g at x."""
-        raise NotImplementedError(f"{type(self).__name__} uses no full gradient")
 
     def local_step_with_oracle(
         self,

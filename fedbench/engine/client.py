@@ -121,22 +121,6 @@ def full_gradient(
     return total
 
 
-def _hand_full_gradient(
-    run: LocalTraining,
-    samples: Tensor,
-    cast: contextlib.AbstractContextManager[object],
-    local: State,
-    info: RoundInfo,
-) -> None:
-    """`full_gradient` at the client's start weights x, handed to the algorithm, for an
-    algorithm that `uses_full_gradient` (else nothing)."""
-    if not run.algorithm.uses_full_gradient(run.algorithm.params):
-        return
-    g = full_gradient(run, samples, cast)
-    with torch.no_grad():
-        run.algorithm.take_full_gradient(g, [p.detach() for p in run.params], local, info)
-
-
 def _gradient_oracle(
     run: LocalTraining,
     xb: Tensor,
@@ -146,9 +130,11 @@ def _gradient_oracle(
     cast: contextlib.AbstractContextManager[object],
     n_local: int,
     noise: torch.Generator | None,
+    samples: Tensor,
 ) -> GradientOracle:
     """g at the current parameters for the batch (xb, yb): privatised (per-sample clipping and
-    noise) in a private run, else the clipped gradient of the local loss."""
+    noise) in a private run, else the clipped gradient of the local loss; and the full
+    local-data gradient over the client's `samples` (`full_gradient`)."""
 
     def gradient() -> list[Tensor]:
         if run.private is not None:
@@ -160,7 +146,7 @@ def _gradient_oracle(
         clip_by_norm_(grads, run.grad_clip)
         return grads
 
-    return StepOracle(gradient)
+    return StepOracle(gradient, full=lambda: full_gradient(run, samples, cast))
 
 
 def run_client(
@@ -197,7 +183,6 @@ def run_client(
     # No weight-cast cache: it lives for one step anyway, and CUDA graph capture needs it off.
     cast = autocast_context(device_type, autocast, cache=False)
     model.train()
-    _hand_full_gradient(run, samples, cast, local, info)  # Mime's c_i = grad f_i(x), if used
     step_sizes: list[Tensor] = []
     for k in range(1, info.local_steps + 1):
         idx = order[k - 1]
@@ -212,7 +197,7 @@ def run_client(
         if run.captured is not None:
             run.captured(local, xb, yb, k, info.at_step(k))
         else:
-            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise)
+            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise, samples)
             algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
         if before is not None:
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))

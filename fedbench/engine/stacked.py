@@ -17,8 +17,8 @@ rows take one call where their rounds agree, else one per run on views of its ro
 rule (elementwise, scalars per run) and everything after the K steps (client_end, the upload
 into the round's results: the protocol's `end_client`) run per run, so each run computes what
 it computes on its own.
-Before the steps, a rule that takes the full local-data gradient (MimeLite) gets it from
-`full_gradients`, the rows' batches of one width stacked.
+A rule that takes the full local-data gradient (MimeLite, at its first step) gets it from the
+oracle's `full`: `full_gradients`, the rows' batches of one width stacked.
 """
 
 from __future__ import annotations
@@ -312,7 +312,6 @@ def train_rows(jobs: list[Row]) -> list[Trained]:
     groups, y, buffers = _start(jobs)
     orders, mask, generators = _orders(jobs, k_steps)
     s.model.train()
-    _hand_full_gradients(jobs, groups, y, buffers)  # Mime's c_i = grad f_i(x), if used
     diagnostics = any(job.diagnostics for job in jobs)
     step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
     graphs = lead.step_graphs if len(groups) == 1 else None  # one rule call: one graph
@@ -336,21 +335,25 @@ def train_rows(jobs: list[Row]) -> list[Trained]:
         else:
             for group in groups:  # each run's own local rule and scalars, on its rows
                 if group.stop - group.start == n:
+                    full = functools.partial(full_gradients, jobs, y, buffers)
                     stacked_step(lead, group.algorithm, y, buffers, group.local, xb, yb, mask, k,
-                                 group.info.at_step(k))  # fmt: skip
+                                 group.info.at_step(k), full)  # fmt: skip
                     continue
                 rows = slice(group.start, group.stop)
+                y_rows = [t[rows] for t in y]  # views: the step updates the rows in place
+                buffer_rows = {name: b[rows] for name, b in buffers.items()}
                 stacked_step(
                     lead,
                     group.algorithm,
-                    [t[rows] for t in y],  # views: the step updates the rows in place
-                    {name: b[rows] for name, b in buffers.items()},
+                    y_rows,
+                    buffer_rows,
                     group.local,
                     xb[rows],
                     yb[rows],
                     None if mask is None else mask[rows],
                     k,
                     group.info.at_step(k),
+                    functools.partial(full_gradients, jobs[rows], y_rows, buffer_rows),
                 )
         if before is not None:
             step_sizes = step_sizes + local_step_sizes(before, y, n)
@@ -370,19 +373,21 @@ def stacked_step(
     mask: Tensor | None,
     k: Scalar,
     info: RoundInfo,
+    full: Callable[[], list[Tensor]] | None = None,
 ) -> None:
     """Local step k of the stacked rows y (in place): the rule's `local_step_with_oracle` with
     the rows' gradient oracle, which computes `stacked_gradients` at the current y on this
     step's batch at each call (one call for a one-gradient rule, two for FedSAM's ascent point
-    and FAFED's previous point) and reduces per row (`GradientOracle.norm`). The eager step and
-    the compiled whole step (`StackedRun.whole_step`) both run this."""
+    and FAFED's previous point), offers the rows' full local-data gradients (`full`: the eager
+    step's `full_gradients`, for MimeLite) and reduces per row (`GradientOracle.norm`). The
+    eager step and the compiled whole step (`StackedRun.whole_step`) both run this."""
 
     def gradient() -> list[Tensor]:
         if algorithm.uses_representation:
             return representation_gradients(engine, algorithm, y, buffers, xb, yb, local, info)
         return stacked_gradients(engine, y, buffers, xb, yb, mask)
 
-    oracle = StepOracle(gradient, rows=y[0].shape[0])
+    oracle = StepOracle(gradient, rows=y[0].shape[0], full=full)
     algorithm.local_step_with_oracle(y, oracle, local, k, info)
 
 
@@ -405,21 +410,6 @@ def stacked_gradients(
     g = [grads[name] for name in engine.names]
     clip_by_norm_(g, engine.cfg.algorithm.grad_clip, rows=True)
     return g
-
-
-def _hand_full_gradients(
-    jobs: list[Row], groups: list[StepGroup], y: list[Tensor], buffers: dict[str, Tensor]
-) -> None:
-    """For each group whose rule `uses_full_gradient` (MimeLite's `full_batch_gradient`): its
-    rows' full local-data gradients at their start weights y, handed to `take_full_gradient`."""
-    for group in groups:
-        if not group.algorithm.uses_full_gradient(group.algorithm.params):
-            continue
-        rows = slice(group.start, group.stop)
-        x = [t[rows] for t in y]
-        g = full_gradients(jobs[rows], x, {name: b[rows] for name, b in buffers.items()})
-        with torch.no_grad():
-            group.algorithm.take_full_gradient(g, x, group.local, group.info)
 
 
 def full_gradients(jobs: list[Row], y: list[Tensor], buffers: dict[str, Tensor]) -> list[Tensor]:
