@@ -81,11 +81,11 @@ def _engine_row(items: list[str], repeats: int) -> dict[str, Any]:
         one_round(0)  # warm-up (and compilation)
         one_round(1)
         # A dispatch mode cannot run inside a compiled graph: compiled rows count no ops.
-        ops = None if cfg.runtime.compile else _ops(lambda: one_round(2)) / steps
+        ops = None if engine.plan.compile != "off" else _ops(lambda: one_round(2)) / steps
         best = min(one_round(3 + i) for i in range(repeats))
-        bare = BareLoop(setup)
+        bare = BareLoop(setup, engine.plan)
         bare.steps(steps)  # warm-up
-        bare_ops = None if cfg.runtime.compile else _ops(lambda: bare.steps(steps)) / steps
+        bare_ops = None if engine.plan.compile != "off" else _ops(lambda: bare.steps(steps)) / steps
         bare_best = min(_timed(bare.steps, steps) for _ in range(repeats))
     return {
         "engine": type(engine).__name__,

@@ -35,11 +35,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measurement import measurement, write_measurement  # noqa: E402
 from fedbench.config import parse_run_config  # noqa: E402
+from fedbench.engine.plan import execution_plan  # noqa: E402
 from fedbench.engine.run_folder import RunFolder  # noqa: E402
 from fedbench.engine.schedule import local_lr  # noqa: E402
 from fedbench.engine.seeds import share_data  # noqa: E402
 from fedbench.engine.setup import prepare_run  # noqa: E402
-from fedbench.engine.stacked import train_jobs  # noqa: E402
+from fedbench.engine.stacked import stacked_rounds  # noqa: E402
 from fedbench.engine.vectorized import VectorizedEngine  # noqa: E402
 from fedbench.runner.bench_suite import (  # noqa: E402
     WORKLOADS,
@@ -76,21 +77,20 @@ def engines(model: str, seeds: int, local_steps: int, tmp: Path) -> list[Vectori
     ]
     share_data(setups)
     return [
-        VectorizedEngine(setup, RunFolder(tmp / f"{model}-{i}"), None)
+        VectorizedEngine(
+            execution_plan(setup, group=len(setups)), setup, RunFolder(tmp / f"{model}-{i}"), None
+        )
         for i, setup in enumerate(setups)
     ]
 
 
 def stacked_round(group: list[VectorizedEngine], r: int) -> None:
-    jobs, finishers = [], []
-    for engine in group:
-        lr = local_lr(engine.cfg.algorithm, r, engine.cfg.fl.rounds)
-        own, finish = engine.round_jobs(r, lr, False)
-        jobs += own
-        finishers.append(finish)
-    train_jobs(jobs)
-    for finish in finishers:
-        finish()
+    rounds = [engine.round_of(r, local_lr(engine.cfg.algorithm, r, engine.cfg.fl.rounds), False)
+              for engine in group]  # fmt: skip
+    training = [(e, own) for e, own in zip(group, rounds, strict=True) if own is not None]
+    found = stacked_rounds([e for e, _ in training], [own for _, own in training])
+    for (engine, own), diagnostics in zip(training, found, strict=True):
+        engine._after_round(own.results, diagnostics)
 
 
 def separate_round(group: list[VectorizedEngine], r: int) -> None:

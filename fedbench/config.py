@@ -232,7 +232,7 @@ class RuntimeConfig(Strict):
     #: bf16 = bfloat16 autocast of forward and backward.
     precision: Literal["fp32", "tf32", "bf16"] = "fp32"
     compile: bool = False
-    #: auto = the engine measured fastest for the run (fedbench.engine.run.resolve_engine):
+    #: auto = the engine measured fastest for the run (fedbench.engine.plan.executor_choice):
     #: vectorized for a compiled small model on the CPU, sequential otherwise.
     engine: Literal["auto", "sequential", "vectorized"] = "auto"
     checkpoint_every: int = Field(default=10, ge=0, description="0 disables checkpoints")

@@ -16,7 +16,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor
@@ -117,7 +117,7 @@ class RoundInfo:
         return replace(self, lr=self.step_lr(k), step_schedule="constant", lr_total=self.lr_sum)
 
 
-class GradientOracle:
+class GradientOracle(Protocol):
     """What an executor hands `Algorithm.local_step_with_oracle`: called, g at the current y on
     the step's batch (clipped, or privatised, as every gradient of the run; each call on the same
     batch); and the reductions a rule makes over ONE client's parameters.
@@ -127,32 +127,60 @@ class GradientOracle:
     the local state then has a leading dimension of `rows`, one client of one run per row. A rule
     that reduces over a client's parameters (SAM's ||g1||) writes the reduction with `norm` and
     applies it with `scale`, and is elementwise (torch._foreach_*) elsewhere: written once, it
-    computes each row as that client alone."""
+    computes each row as that client alone. `StepOracle` is the executors' implementation."""
 
-    def __init__(self, compute: Callable[[], Tensors], rows: int | None = None) -> None:
-        self.compute = compute
-        self.rows = rows
+    rows: int | None
 
-    def __call__(self) -> Tensors:
-        return self.compute()
+    def __call__(self) -> Tensors: ...
 
     def norm(self, tensors: TensorSeq) -> Tensor:
         """||t||_2 over all of one client's tensors: a 0-d tensor, or one per row (shape
         (rows,)) on stacked rows. No host sync."""
-        return client_norm(tensors, self.rows)
+        ...
 
     def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
         """Each tensor times its client's factor: a 0-d tensor, or one per row as `norm`
         returns them (a new list; the tensors are unchanged)."""
+        ...
+
+    def full(self) -> Tensors:
+        """The gradient of the client's mean objective over ALL its local samples at the current
+        y (MimeLite's grad f_i(x) with `full_batch_gradient`), clipped as a step's gradient; no
+        augmentation, and the model's buffers are left as they were. Offered where the rule
+        `uses_full_gradient` (refused with sample-level DP)."""
+        ...
+
+
+class StepOracle:
+    """The `GradientOracle` of every executor (and of the tests that train one client): g from
+    `compute`, the full local-data gradient from `full` (None: not offered), reductions per
+    client over `rows` stacked rows (None: one client)."""
+
+    def __init__(
+        self,
+        compute: Callable[[], Tensors],
+        rows: int | None = None,
+        full: Callable[[], Tensors] | None = None,
+    ) -> None:
+        self.compute = compute
+        self.rows = rows
+        self._full = full
+
+    def __call__(self) -> Tensors:
+        return self.compute()
+
+    def full(self) -> Tensors:
+        if self._full is None:
+            raise TypeError("this executor offers no full local-data gradient here")
+        return self._full()
+
+    def norm(self, tensors: TensorSeq) -> Tensor:
+        return client_norm(tensors, self.rows)
+
+    def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
         if self.rows is None:
             return list(torch._foreach_mul(tensors, factor))
         return [t * per_row(factor, t) for t in tensors]
-
-
-def as_oracle(gradient: Callable[[], Tensors]) -> GradientOracle:
-    """`gradient` as a GradientOracle: the executors pass one; a plain function (a caller that
-    trains one client, a test) is the one-client oracle."""
-    return gradient if isinstance(gradient, GradientOracle) else GradientOracle(gradient)
 
 
 @dataclass(frozen=True)
@@ -331,29 +359,26 @@ class Algorithm(ABC):
 
     @classmethod
     def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
-        """True: before its K local steps, each client takes the gradient of its mean loss over
-        its whole local data at the global model, handed to `take_full_gradient` (MimeLite's
-        c_i with `full_batch_gradient`). Not privatised: sample-level DP refuses it."""
+        """True: the rule asks its gradient oracle for the gradient of the client's mean loss
+        over its whole local data (`GradientOracle.full`; MimeLite's c_i with
+        `full_batch_gradient`, at the first step). Not privatised: sample-level DP refuses it,
+        and the executors take the pass outside a compiled or graphed step."""
         return False
-
-    def take_full_gradient(self, g: Tensors, x: Tensors, local: State, info: RoundInfo) -> None:
-        """With `uses_full_gradient`: the client's full local-data gradient g at x."""
-        raise NotImplementedError(f"{type(self).__name__} uses no full gradient")
 
     def local_step_with_oracle(
         self,
         y: Tensors,
-        gradient: Callable[[], Tensors],
+        gradient: GradientOracle,
         local: State,
-        k: int,
+        k: Scalar,
         info: RoundInfo,
     ) -> None:
         """Local step k given the gradient oracle (`GradientOracle`: calling it computes g at
         the current y on the step's batch): every executor's entry point, on one client's
         tensors or on stacked rows. Default: one gradient, then `local_step`. Rules that need
         several gradients per step (FedSAM, FAFED) override this and set `gradients_per_step`;
-        a reduction over a client's parameters goes through `as_oracle(gradient).norm` /
-        `.scale`, so that the override runs on stacked rows unchanged."""
+        a reduction over a client's parameters goes through `gradient.norm` / `.scale`, so that
+        the override runs on stacked rows unchanged."""
         g = gradient()
         with torch.no_grad():
             self.local_step(y, g, local, k, info)

@@ -42,7 +42,6 @@ comm_up 3d (Delta, m, v), comm_down 4d (x, m_bar, v_bar, x_prev).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -51,6 +50,7 @@ from pydantic import Field
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
+    GradientOracle,
     RoundInfo,
     Scalar,
     State,
@@ -136,7 +136,7 @@ class FAFED(Algorithm):
             "y_prev": [t.clone() for t in server["x_prev"]],
         }
 
-    def _gradient_at(self, y: Tensors, gradient: Callable[[], Tensors]) -> Tensors:
+    def _gradient_at(self, y: Tensors, gradient: GradientOracle) -> Tensors:
         """g(y) + lambda * y: the gradient of the (coupled-decay) loss at the current y."""
         g = [t.detach().clone() for t in gradient()]
         with torch.no_grad():
@@ -146,9 +146,9 @@ class FAFED(Algorithm):
     def local_step_with_oracle(
         self,
         y: Tensors,
-        gradient: Callable[[], Tensors],
+        gradient: GradientOracle,
         local: State,
-        k: int,
+        k: Scalar,
         info: RoundInfo,
     ) -> None:
         """One FAFED step; the engine calls this with a function computing g at y on the step's

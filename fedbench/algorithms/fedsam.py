@@ -12,13 +12,12 @@ CVPR 2023; fedbench.algorithms.dp). rho 0.05. comm_up d, comm_down d.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import ClassVar
 
 import torch
 from pydantic import Field
 
-from fedbench.algorithms.base import RoundInfo, State, Tensors, as_oracle
+from fedbench.algorithms.base import GradientOracle, RoundInfo, Scalar, State, Tensors
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -42,20 +41,19 @@ class FedSAM(FedAvg):
     def local_step_with_oracle(
         self,
         y: Tensors,
-        gradient: Callable[[], Tensors],
+        gradient: GradientOracle,
         local: State,
-        k: int,
+        k: Scalar,
         info: RoundInfo,
     ) -> None:
         """g1 at y, then g2 at the SAM point y + e, and the SGD step with g2 from y. ||g1|| is
         over one client's parameters: per row on stacked clients (`GradientOracle.norm`)."""
-        oracle = as_oracle(gradient)
-        g1 = oracle()
+        g1 = gradient()
         with torch.no_grad():
             # rho / (||g1|| + 1e-12) stays on the device: no host sync inside the step.
-            e = oracle.scale(g1, self.params.rho / (oracle.norm(g1) + 1e-12))
+            e = gradient.scale(g1, self.params.rho / (gradient.norm(g1) + 1e-12))
             torch._foreach_add_(y, e)
-        g2 = oracle()
+        g2 = gradient()
         with torch.no_grad():
             torch._foreach_sub_(y, e)
             self.local_step(y, g2, local, k, info)

@@ -24,6 +24,7 @@ from pydantic import Field
 from fedbench.algorithms.base import (
     Algorithm,
     Floats,
+    GradientOracle,
     RoundInfo,
     Scalar,
     State,
@@ -71,9 +72,19 @@ class MimeLite(Algorithm):
     def init_server_state(self, x: Tensors) -> State:
         return {"m": zeros_like(x)}
 
-    def take_full_gradient(self, g: Tensors, x: Tensors, local: State, info: RoundInfo) -> None:
+    def take_full_gradient(self, g: Tensors, x: Tensors, local: State) -> None:
+        """c_i = grad f_i(x) + lambda x from the full local-data gradient g at x."""
         torch._foreach_copy_(local["c"], g)
-        add_coupled_decay_(local["c"], x, self.params.weight_decay)  # c_i = grad f_i(x) + lambda x
+        add_coupled_decay_(local["c"], x, self.params.weight_decay)
+
+    def local_step_with_oracle(
+        self, y: Tensors, gradient: GradientOracle, local: State, k: Scalar, info: RoundInfo
+    ) -> None:
+        if k == 1 and self.params.full_batch_gradient:  # y = x: the oracle's full gradient
+            g = gradient.full()
+            with torch.no_grad():
+                self.take_full_gradient(g, y, local)
+        super().local_step_with_oracle(y, gradient, local, k, info)
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

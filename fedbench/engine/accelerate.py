@@ -13,6 +13,9 @@
   (fedbench.engine.graphed; not yet measured on a GPU).
   Exercised on an H200 (2026-11-26, `make gpu-check`; docs/performance.md): the cuda tests
   passed and bf16, TF32 and CUDA graphs agreed with fp32 eager. On a CPU `auto` is off.
+
+Which of them a run uses is its execution plan's decision (fedbench.engine.plan); this module
+only applies them.
 """
 
 from __future__ import annotations
@@ -22,9 +25,6 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-
-from fedbench.config import RunConfig
-from fedbench.errors import FedbenchError
 
 
 def apply_precision(precision: str, device: torch.device) -> torch.dtype | None:
@@ -62,31 +62,9 @@ def has_conv(model: nn.Module) -> bool:
     return any(isinstance(m, nn.Conv2d) for m in model.modules())
 
 
-def use_channels_last(model: nn.Module, device: torch.device) -> bool:
-    """Convert a convolutional model on CUDA to channels_last; True when it did."""
-    if device.type != "cuda" or not has_conv(model):
-        return False
+def to_channels_last(model: nn.Module) -> None:
+    """Keep a convolutional model's weights in NHWC (the plan's `channels_last`)."""
     model.to(memory_format=torch.channels_last)
-    return True
-
-
-def check_cuda_graphs(cfg: RunConfig, device: torch.device) -> None:
-    """`runtime.cuda_graphs: on` where graphs cannot run is a user error (exit code 2)."""
-    if cfg.runtime.cuda_graphs != "on":
-        return
-    if device.type != "cuda":
-        raise FedbenchError("runtime.cuda_graphs on needs a CUDA device; use auto or off")
-    if cfg.privacy is not None or cfg.runtime.compile:
-        raise FedbenchError(
-            "runtime.cuda_graphs on cannot capture private or compiled steps; use auto or off"
-        )
-
-
-def cuda_graphs_wanted(cfg: RunConfig, device: torch.device) -> bool:
-    """auto: on for CUDA runs that are neither private nor compiled; off on the CPU."""
-    mode = cfg.runtime.cuda_graphs
-    capturable = device.type == "cuda" and cfg.privacy is None and not cfg.runtime.compile
-    return mode != "off" and capturable
 
 
 class GraphedForward:

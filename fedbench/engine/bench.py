@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from fedbench.config import RunConfig
+from fedbench.engine.plan import ExecutionPlan
 from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
@@ -51,11 +52,13 @@ def peak_memory_mb(device: torch.device) -> float:
 class BareLoop:
     """One model, torch.optim.AdamW, random batches from the resident training set."""
 
-    def __init__(self, setup: RunSetup) -> None:
+    def __init__(self, setup: RunSetup, plan: ExecutionPlan) -> None:
         cfg = setup.cfg
         self.setup = setup
         self.model = copy.deepcopy(setup.model).train()
-        self.forward = torch.compile(self.model) if cfg.runtime.compile else self.model
+        # Compiled and cast as the engine's plan says (the bare loop has no step to capture).
+        compiled = plan.compile != "off"
+        self.forward = torch.compile(self.model) if compiled else self.model
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.params = params
         self.optimizer = torch.optim.AdamW(
@@ -66,7 +69,7 @@ class BareLoop:
         mean_size = sum(sizes) // len(sizes)
         self.batch_size = cfg.fl.batch_size if 0 < cfg.fl.batch_size < mean_size else mean_size
         self.generator = torch.Generator().manual_seed(cfg.seed)
-        self.autocast = torch.bfloat16 if cfg.runtime.precision == "bf16" else None
+        self.autocast = torch.bfloat16 if plan.precision == "bf16" else None
 
     def steps(self, n: int) -> None:
         data, device = self.setup.data, self.setup.device
@@ -107,7 +110,7 @@ def run_bench(
     with temporary_folder("fedbench-bench-") as tmp:
         engine = select_engine(setup, RunFolder(tmp), None)
         engine_name = engine.name
-        bare = BareLoop(setup)
+        bare = BareLoop(setup, engine.plan)
         steps_per_round = len(setup.schedule[0]) * cfg.fl.local_steps
 
         def engine_rounds(first: int, count: int) -> float:
@@ -142,7 +145,7 @@ def run_bench(
     engine_s, bare_s = min(engine_times), min(bare_times)
     # The plan's CUDA-graphs choice, and the vectorised executor's step graphs (captured,
     # replayed): a graphed row shows that its steps were replays.
-    graphs = engine.plan["cuda_graphs"].value if engine.plan is not None else None
+    graphs = engine.plan["cuda_graphs"].value
     step_graphs = getattr(engine, "step_graphs", None)
     replayed = (
         {"captured": step_graphs.captured, "replays": step_graphs.replays}
@@ -154,7 +157,7 @@ def run_bench(
         "algorithm": cfg.algorithm.name,
         "engine": engine_name,
         "device": str(device),
-        "precision": cfg.runtime.precision,
+        "precision": engine.plan.precision,
         "compile": cfg.runtime.compile,
         "cuda_graphs": graphs,
         "step_graphs": replayed,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from fedbench.algorithms.base import Algorithm, RoundInfo, State
+from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, State, StepOracle
 from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
 from fedbench.engine.aggregation import local_step_sizes
@@ -122,22 +122,6 @@ def full_gradient(
     return total
 
 
-def _hand_full_gradient(
-    run: LocalTraining,
-    samples: Tensor,
-    cast: contextlib.AbstractContextManager[object],
-    local: State,
-    info: RoundInfo,
-) -> None:
-    """`full_gradient` at the client's start weights x, handed to the algorithm, for an
-    algorithm that `uses_full_gradient` (else nothing)."""
-    if not run.algorithm.uses_full_gradient(run.algorithm.params):
-        return
-    g = full_gradient(run, samples, cast)
-    with torch.no_grad():
-        run.algorithm.take_full_gradient(g, [p.detach() for p in run.params], local, info)
-
-
 def _gradient_oracle(
     run: LocalTraining,
     xb: Tensor,
@@ -147,11 +131,13 @@ def _gradient_oracle(
     cast: contextlib.AbstractContextManager[object],
     n_local: int,
     noise: torch.Generator | None,
+    samples: Tensor,
     calls: list[int] | None = None,
-) -> Callable[[], list[Tensor]]:
+) -> GradientOracle:
     """g at the current parameters for the batch (xb, yb): privatised (per-sample clipping and
-    noise) in a private run, else the clipped gradient of the local loss. A private gradient
-    adds one to `calls[-1]` (the step's count, `check_releases`)."""
+    noise) in a private run, else the clipped gradient of the local loss; and the full
+    local-data gradient over the client's `samples` (`full_gradient`). A private gradient adds
+    one to `calls[-1]` (the step's count, `check_releases`)."""
 
     def gradient() -> list[Tensor]:
         if run.private is not None:
@@ -165,7 +151,7 @@ def _gradient_oracle(
         clip_by_norm_(grads, run.grad_clip)
         return grads
 
-    return gradient
+    return StepOracle(gradient, full=lambda: full_gradient(run, samples, cast))
 
 
 def _batch(run: LocalTraining, idx: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -231,7 +217,6 @@ def run_client(
     # No weight-cast cache: it lives for one step anyway, and CUDA graph capture needs it off.
     cast = autocast_context(device_type, autocast, cache=False)
     model.train()
-    _hand_full_gradient(run, samples, cast, local, info)  # Mime's c_i = grad f_i(x), if used
     step_sizes: list[Tensor] = []
     #: Private gradients per local step, checked against what the accountant counts.
     calls: list[int] | None = [] if private is not None else None
@@ -243,7 +228,9 @@ def run_client(
         else:
             if calls is not None:
                 calls.append(0)
-            gradient = _gradient_oracle(run, xb, yb, local, info, cast, n_local, noise, calls)
+            gradient = _gradient_oracle(
+                run, xb, yb, local, info, cast, n_local, noise, samples, calls
+            )
             algorithm.local_step_with_oracle(params, gradient, local, k, info.at_step(k))
         if before is not None:
             step_sizes.append(local_step_sizes(before, [p.detach() for p in params], None))

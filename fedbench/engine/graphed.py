@@ -20,8 +20,9 @@ stream as torch documents, then capture) on a GPU; in the CPU tests, `RecordedRe
 read, as a graph replays on the memory it captured, so copy-in code that rebinds a static buffer
 fails them), which hold the plumbing bitwise to the eager executor. `EagerReplay` (the step's
 Python called again) is what runs after a failed capture. Each one's capture runs the step for
-real (the warm-up), so the chunk's start values are loaded again after it. Used where `stacked_graphs_unsupported` is None: a CUDA, non-private, uncompiled
-run whose rule's whole step is capturable (`captured_unsupported`).
+real (the warm-up), so the chunk's start values are loaded again after it. Used where the
+execution plan says `cuda_graphs: on` (fedbench.engine.plan): a CUDA, non-private, uncompiled
+run whose rule's whole step is capturable.
 """
 
 from __future__ import annotations
@@ -36,22 +37,6 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_map
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, State
-from fedbench.config import RunConfig
-from fedbench.engine.captured import captured_unsupported
-
-
-def stacked_graphs_unsupported(
-    cfg: RunConfig, device: torch.device, algorithm: Algorithm
-) -> str | None:
-    """Why the vectorised executor does not replay its stacked step as a CUDA graph (None: it
-    does, unless `runtime.cuda_graphs` is off)."""
-    if device.type != "cuda":
-        return "no CUDA device"
-    if cfg.privacy is not None:
-        return "private steps are not graphed"
-    if cfg.runtime.compile:
-        return "compiled steps are not graphed"
-    return captured_unsupported(algorithm, private=False)
 
 
 class StepReplay(Protocol):

@@ -17,16 +17,11 @@ from rich.console import Console
 from torch import Tensor
 
 import fedbench
-from fedbench.algorithms.base import RoundInfo, State
+from fedbench.algorithms.base import State
 from fedbench.config import RunConfig
-from fedbench.engine.accelerate import (
-    GraphedForward,
-    apply_precision,
-    cuda_graphs_wanted,
-    use_channels_last,
-)
+from fedbench.engine.accelerate import GraphedForward, apply_precision, to_channels_last
 from fedbench.engine.aggregation import FiniteWatch, RoundResults
-from fedbench.engine.captured import CapturedStep, captured_unsupported
+from fedbench.engine.captured import CapturedStep
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.checkpoint_state import checkpoint_problem
 from fedbench.engine.client import LocalTraining, run_client
@@ -39,8 +34,6 @@ from fedbench.engine.protocol import (
     ClientStart,
     Federation,
     Trained,
-    end_client,
-    finish,
     run_round,
     uniform_weight,
 )
@@ -104,15 +97,22 @@ class Engine:
     #: compiled forward or CUDA-graphed forward.
     stacks_rows: ClassVar[bool] = False
 
-    def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
+    def __init__(
+        self, plan: ExecutionPlan, setup: RunSetup, folder: RunFolder, console: Console | None
+    ) -> None:
+        if plan.executor != self.name:
+            raise ValueError(f"a {plan.executor} plan given to the {self.name} engine")
+        #: How the run executes, each choice with its reason (fedbench.engine.plan): the engine
+        #: is built from it and reads no runtime choice from the config; summary.json records it.
+        self.plan = plan
         self.setup = setup
         self.cfg: RunConfig = setup.cfg
         self.folder = folder
         self.console = console
         model = setup.model
-        runtime = self.cfg.runtime
-        self.autocast = apply_precision(runtime.precision, setup.device)
-        channels_last = use_channels_last(model, setup.device)  # before x copies the layout
+        self.autocast = apply_precision(plan.precision, setup.device)
+        if plan.channels_last:  # before x copies the layout
+            to_channels_last(model)
         self.params: list[Tensor] = [p for p in model.parameters() if p.requires_grad]
         self.buffers = _state_buffers(model)
         self.x = [p.detach().clone() for p in self.params]
@@ -126,24 +126,33 @@ class Engine:
             "v_spread": None,
             "local_step_ratio": None,
         }
-        plan = (
+        privacy = (
             setup.privacy if setup.privacy is not None and setup.privacy.level == "sample" else None
         )
         #: The local objective every executor differentiates (fedbench.step).
         self.objective = Objective(self.cfg.fl.label_smoothing)
-        #: What `runtime.compile` compiles: the whole client step where it can be captured,
-        #: else the model's forward (None: nothing compiled).
-        per_row = not self.stacks_rows
-        compiling = runtime.compile and per_row
-        self.captured = self._captured_step(plan is not None) if compiling else None
-        self.compiled = None if not compiling else "step" if self.captured else "forward"
-        self.forward: Callable[[Tensor], Tensor] = (
-            torch.compile(model) if self.compiled == "forward" else model
+        #: What the plan compiles (None: nothing): the sequential executor's whole client step
+        #: or its forward here; the vectorised executor's step or gradient (its own __init__).
+        self.compiled = None if plan.compile == "off" else plan.compile
+        self.captured = (
+            self._captured_step() if plan.compile == "step" and not self.stacks_rows else None
         )
-        if per_row and cuda_graphs_wanted(self.cfg, setup.device):
+        self.forward: Callable[[Tensor], Tensor] = (
+            torch.compile(model) if plan.compile == "forward" else model
+        )
+        if plan.cuda_graphs and not self.stacks_rows:
             self.forward = GraphedForward(model)
         self.private = (
-            plan.mechanism(model, self.params, self.autocast, self.objective) if plan else None
+            privacy.mechanism(
+                model,
+                self.params,
+                self.autocast,
+                self.objective,
+                method=plan.clipping,
+                strict="clipping" in plan.required,
+            )
+            if privacy is not None and plan.clipping is not None
+            else None
         )
         #: The notes already printed (`_note_clipping`): each once.
         self._noted: set[str] = set()
@@ -160,9 +169,9 @@ class Engine:
             grad_clip=self.cfg.algorithm.grad_clip,
             prepare=setup.prepare,
             autocast=self.autocast,
-            channels_last=channels_last,
+            channels_last=plan.channels_last,
             private=self.private,
-            poisson=plan is not None and plan.config.sampling == "poisson",
+            poisson=privacy is not None and privacy.config.sampling == "poisson",
             captured=self.captured,
             objective=self.objective,
             **self._representation(model),
@@ -178,15 +187,10 @@ class Engine:
         #: Where the final model goes (`--save-model`), written before the summary: a run is
         #: finished only with its model.pt in place, so a kill while writing it is resumed.
         self.model_file: Path | None = None
-        #: How the run executes, each choice with its reason (fedbench.engine.plan; set by
-        #: the code that picked this engine), recorded in summary.json.
-        self.plan: ExecutionPlan | None = None
 
-    def _captured_step(self, private: bool) -> CapturedStep | None:
-        """The compiled whole client step, where the run allows one (fedbench.engine.captured)."""
+    def _captured_step(self) -> CapturedStep:
+        """The compiled whole client step (the plan's `compile: step`, fedbench.engine.captured)."""
         s = self.setup
-        if captured_unsupported(s.algorithm, private) is not None:
-            return None
         return CapturedStep(
             s.model,
             s.algorithm,
@@ -345,22 +349,6 @@ class Engine:
             state_device=self.state_device,
         )
 
-    def end_client(
-        self,
-        results: RoundResults,
-        client: int,
-        params: list[Tensor],
-        local: State,
-        stored: State | None,
-        info: RoundInfo,
-        buffers: list[Tensor],
-        step_ratio: float | None = None,
-    ) -> None:
-        """The protocol's `end_client` for one client trained stacked (fedbench.engine.stacked):
-        its new state stored, its upload added to the round's results."""
-        start = ClientStart(client, info, local, stored)
-        end_client(self.federation(), results, start, Trained(params, buffers, step_ratio))
-
     def _representation(self, model: torch.nn.Module) -> dict[str, Any]:
         """LocalTraining's representation fields, for algorithms that use it (MOON)."""
         if not self.setup.algorithm.uses_representation:
@@ -390,10 +378,6 @@ class Engine:
             )
         keep = self.setup.algorithm.uses_client_uploads
         return RoundResults(diagnostics, keep_uploads=keep, client_dp=client_dp)
-
-    def _finish_round(self, results: RoundResults, info: RoundInfo) -> None:
-        """The end of a round whose clients trained stacked (the protocol's `finish`)."""
-        self._after_round(results, finish(self.federation(), results, info))
 
     def _after_round(self, results: RoundResults, found: dict[str, Any] | None) -> None:
         """What the run keeps of a finished round: client-level DP's new clip, diagnostics."""
@@ -542,7 +526,7 @@ class Engine:
             # (the vectorised engine's gradient alone), or None; and why a step fell back
             "compiled": self.compiled,
             "compile_fallback": self._compile_fallback(),
-            "plan": self.plan.to_dict() if self.plan is not None else None,
+            "plan": self.plan.to_dict(),
             # what the accountant analysed; "accounting": exact | approximate | upper bound
             "privacy_accounting": s.privacy.accounting() if s.privacy else None,
             "wall_s": round(wall, 3),

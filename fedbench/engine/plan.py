@@ -8,6 +8,12 @@ train together. A choice that differs from what the config asked for (a fallback
 with `fallback: true` and its reason, never only a printed note: `fedbench train --print-plan`
 prints the plan, and summary.json records it under `plan`.
 
+The plan is the decision, not a description of it: the engines are built from it
+(`Engine(plan, setup, ...)`) and read no `runtime.*` or `privacy.clipping` choice from the config,
+and the launcher's seed grouping (`seeds_group_size`), the estimate probe and the smoke check's coverage (`paper_executor`) and
+the bench suite ask it too. tests/engine/test_plan_is_what_ran.py runs a matrix of configs and
+checks, by instrumenting what ran, that each run did what its plan says.
+
 Nothing here changes a result: every executor computes the same local steps (the engines agree
 to float rounding; tests/engine/test_golden_runs.py holds them bitwise to recorded runs).
 """
@@ -17,9 +23,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fedbench.engine.accelerate import cuda_graphs_wanted, has_conv
+import torch
+
+from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms.base import Algorithm
+from fedbench.config import RunConfig
+from fedbench.engine.accelerate import has_conv
 from fedbench.engine.captured import captured_unsupported
-from fedbench.engine.graphed import stacked_graphs_unsupported
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import FedbenchError
 
@@ -31,12 +41,15 @@ def vectorized_unsupported(setup: RunSetup) -> str | None:
     representation term stack, as does Mime's full-batch gradient (`stacked.full_gradients`);
     what it cannot run (sample-level DP, a local rule that is not elementwise, clients of
     different K) says so here, and runs on the sequential executor."""
-    if setup.cfg.privacy is not None and setup.cfg.privacy.level == "sample":
+    return _vectorized_unsupported(setup.cfg, setup.algorithm.supports_vectorized)
+
+
+def _vectorized_unsupported(cfg: RunConfig, elementwise: bool) -> str | None:
+    if cfg.privacy is not None and cfg.privacy.level == "sample":
         return "DP training (per-sample clipping and noise) is not vectorised yet"
-    algorithm, name = setup.algorithm, setup.cfg.algorithm.name
-    if not algorithm.supports_vectorized:
-        return f"algorithm {name} has a non-elementwise local rule"
-    if setup.cfg.fl.local_steps_min is not None:
+    if not elementwise:
+        return f"algorithm {cfg.algorithm.name} has a non-elementwise local rule"
+    if cfg.fl.local_steps_min is not None:
         return "fl.local_steps_min gives clients different numbers of local steps"
     return None
 
@@ -59,6 +72,10 @@ class Choice:
 @dataclass(frozen=True)
 class ExecutionPlan:
     choices: tuple[Choice, ...]
+    #: Choices asked for by name that must not fall back at run time: `cuda_graphs`
+    #: (`runtime.cuda_graphs on`: a failed capture is an error) and `clipping` (bk or ghost
+    #: asked: a batch size where it is not exact is an error, not vmap).
+    required: frozenset[str] = frozenset()
 
     def __getitem__(self, what: str) -> Choice:
         for choice in self.choices:
@@ -70,6 +87,36 @@ class ExecutionPlan:
     def executor(self) -> str:
         """`sequential` or `vectorized` (the engine that runs the rounds)."""
         return self["executor"].value
+
+    @property
+    def precision(self) -> str:
+        """fp32, tf32 or bf16 (fedbench.engine.accelerate.apply_precision)."""
+        return self["precision"].value
+
+    @property
+    def compile(self) -> str:
+        """What is compiled: off, step (the whole client step), forward or gradient."""
+        return self["compile"].value
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """The sequential forward + backward, or the vectorised stacked step, replayed."""
+        return self["cuda_graphs"].value == "on"
+
+    @property
+    def channels_last(self) -> bool:
+        return self["channels_last"].value == "on"
+
+    @property
+    def seeds_together(self) -> str:
+        """How many seeds of a cell train in one stacked computation (`all`: every one)."""
+        return self["seeds_together"].value
+
+    @property
+    def clipping(self) -> str | None:
+        """bk, ghost or vmap for a sample-level DP run; None for any other run."""
+        found = [c.value for c in self.choices if c.what == "clipping"]
+        return found[0] if found else None
 
     @property
     def fallbacks(self) -> list[Choice]:
@@ -88,7 +135,17 @@ class ExecutionPlan:
 
 
 def _executor(setup: RunSetup) -> Choice:
-    """The engine `runtime.engine` names; for `auto`, the one measured fastest for the run.
+    """The engine `runtime.engine` names; for `auto`, the one measured fastest for the run
+    (`executor_choice`)."""
+    small = setup.algorithm.spec.d < SMALL_MODEL
+    return executor_choice(setup.cfg, small, setup.device, vectorized_unsupported(setup))
+
+
+def executor_choice(
+    cfg: RunConfig, small: bool, device: torch.device, why_not: str | None
+) -> Choice:
+    """The executor of a run of `cfg` on `device` (`small`: under SMALL_MODEL parameters;
+    `why_not`: why it cannot be vectorised, None when it can).
 
     Measured (docs/performance.md): on the CPU the sequential engine is faster than the
     vectorised one for every eager workload and the vectorised engine wins only compiled, on a
@@ -97,22 +154,29 @@ def _executor(setup: RunSetup) -> Choice:
     CUDA graphs is ahead for ResNet-18 BN (278 vs vectorised bf16 163 client steps/s) and for
     ViT-Tiny (210 vs 196). So auto = vectorized for a compiled model under SMALL_MODEL
     parameters on the CPU where the run can be vectorised, else sequential."""
-    asked = setup.cfg.runtime.engine
-    why_not = vectorized_unsupported(setup)
+    asked = cfg.runtime.engine
     if asked == "sequential":
         return Choice("executor", "sequential", "runtime.engine sequential")
     if asked == "vectorized":
         if why_not is not None:
             return Choice("executor", "sequential", f"vectorized asked, but {why_not}", True)
         return Choice("executor", "vectorized", "runtime.engine vectorized")
-    small = setup.algorithm.spec.d < SMALL_MODEL
-    if setup.cfg.runtime.compile and small and setup.device.type == "cpu":
+    if cfg.runtime.compile and small and device.type == "cpu":
         if why_not is None:
             return Choice(
                 "executor", "vectorized", "auto: a compiled model under 1M parameters on a CPU"
             )
         return Choice("executor", "sequential", f"auto: {why_not}")
     return Choice("executor", "sequential", "auto: measured fastest for this model and device")
+
+
+def paper_executor(cfg: RunConfig) -> str:
+    """The executor of a run of `cfg` with a paper-size model (over SMALL_MODEL parameters), from
+    the config alone (no model built): what the estimate probe matches to the bench suite's
+    rows and what the smoke check's covering set tells apart."""
+    elementwise = ALGORITHMS.get(cfg.algorithm.name).supports_vectorized
+    why_not = _vectorized_unsupported(cfg, elementwise)
+    return executor_choice(cfg, False, torch.device("cpu"), why_not).value
 
 
 def _compile(setup: RunSetup, executor: str) -> Choice:
@@ -134,31 +198,69 @@ def _precision(setup: RunSetup) -> Choice:
     return Choice("precision", precision, f"runtime.precision {precision}")
 
 
+def check_cuda_graphs(cfg: RunConfig, device: torch.device) -> None:
+    """`runtime.cuda_graphs: on` where graphs cannot run is a user error (exit code 2), raised
+    when the plan is made (before anything is written)."""
+    if cfg.runtime.cuda_graphs != "on":
+        return
+    if device.type != "cuda":
+        raise FedbenchError("runtime.cuda_graphs on needs a CUDA device; use auto or off")
+    if cfg.privacy is not None or cfg.runtime.compile:
+        raise FedbenchError(
+            "runtime.cuda_graphs on cannot capture private or compiled steps; use auto or off"
+        )
+
+
+def sequential_graphs_unsupported(cfg: RunConfig, device: torch.device) -> str | None:
+    """Why the sequential executor does not replay its forward + backward as CUDA graphs
+    (None: it does, unless `runtime.cuda_graphs` is off)."""
+    if device.type != "cuda":
+        return "no CUDA device"
+    if cfg.privacy is not None or cfg.runtime.compile:
+        return "private or compiled steps are not graphed"
+    return None
+
+
+def stacked_graphs_unsupported(
+    cfg: RunConfig, device: torch.device, algorithm: Algorithm
+) -> str | None:
+    """Why the vectorised executor does not replay its stacked step as a CUDA graph (None: it
+    does, unless `runtime.cuda_graphs` is off; fedbench.engine.graphed)."""
+    if device.type != "cuda":
+        return "no CUDA device"
+    if cfg.privacy is not None:
+        return "private steps are not graphed"
+    if cfg.runtime.compile:
+        return "compiled steps are not graphed"
+    return captured_unsupported(algorithm, private=False)
+
+
 def _graphs(setup: RunSetup, executor: str) -> Choice:
-    """CUDA graphs: the sequential executor's forward + backward, or the vectorised executor's
-    whole stacked step (fedbench.engine.graphed) where its rule is capturable. `on` where the
-    vectorised step cannot be graphed is a user error (the other cases: check_cuda_graphs)."""
+    """CUDA graphs: the sequential executor's forward + backward (auto: on for CUDA runs that
+    are neither private nor compiled), or the vectorised executor's whole stacked step
+    (fedbench.engine.graphed) where its rule is capturable. `on` where graphs cannot run is a
+    user error."""
     cfg = setup.cfg
+    check_cuda_graphs(cfg, setup.device)
     if executor == "vectorized":
         why = stacked_graphs_unsupported(cfg, setup.device, setup.algorithm)
-        if why is None and cfg.runtime.cuda_graphs != "off":
-            return Choice(
-                "cuda_graphs", "on", "the stacked step (gradients, clipping, rule) replayed"
-            )
-        if why is not None and cfg.runtime.cuda_graphs == "on":
-            raise FedbenchError(
-                f"runtime.cuda_graphs on cannot graph this vectorized run's step ({why}); "
-                "use auto or off"
-            )
-    elif cuda_graphs_wanted(cfg, setup.device):
-        return Choice("cuda_graphs", "on", "forward + backward replayed as CUDA graphs")
-    if setup.device.type != "cuda":
-        return Choice("cuda_graphs", "off", "no CUDA device")
+        what = "the stacked step (gradients, clipping, rule) replayed"
+    else:
+        why = sequential_graphs_unsupported(cfg, setup.device)
+        what = "forward + backward replayed as CUDA graphs"
+    if why is not None and cfg.runtime.cuda_graphs == "on":
+        raise FedbenchError(
+            f"runtime.cuda_graphs on cannot graph this {executor} run's step ({why}); "
+            "use auto or off"
+        )
     if cfg.runtime.cuda_graphs == "off":
-        return Choice("cuda_graphs", "off", "runtime.cuda_graphs off")
-    if executor == "vectorized":
+        reason = "no CUDA device" if setup.device.type != "cuda" else "runtime.cuda_graphs off"
+        return Choice("cuda_graphs", "off", reason)
+    if why is None:
+        return Choice("cuda_graphs", "on", what)
+    if executor == "vectorized" and setup.device.type == "cuda":
         return Choice("cuda_graphs", "off", f"the stacked step is not captured: {why}")
-    return Choice("cuda_graphs", "off", "private or compiled steps are not graphed")
+    return Choice("cuda_graphs", "off", why)
 
 
 def _clipping(setup: RunSetup) -> Choice | None:
@@ -176,12 +278,35 @@ def _clipping(setup: RunSetup) -> Choice | None:
     return Choice("clipping", method, "auto: the fastest method with a rule for every layer")
 
 
-def _seeds(setup: RunSetup, executor: str) -> Choice:
+def seeds_group_size(asked: int | str, runs: int, gpus: bool) -> int:
+    """How many of a cell's `runs` seeds train together (`runtime.seeds_together`): the setting,
+    or for `auto` all of them on a machine with GPUs and 1 without (CPU workers already train
+    one run per core). The launcher groups a sweep's runs by it (fedbench.runner.seed_groups)."""
+    if asked == "auto":
+        return runs if gpus else 1
+    return max(1, int(asked))
+
+
+def _seeds(setup: RunSetup, executor: str, group: int | None) -> Choice:
+    """The seeds trained together with this run: `group` runs (the worker stacked them,
+    fedbench.engine.run_seeds), or without a group (a plan printed before training) what the
+    setting asks for."""
     together = setup.cfg.runtime.seeds_together
     if together == 1:
         return Choice("seeds_together", "1", "runtime.seeds_together 1: each seed on its own")
     if executor != "vectorized":
         return Choice("seeds_together", "1", "seeds stack only on the vectorized executor", True)
+    if group is not None:
+        if group == 1:
+            return Choice("seeds_together", "1", "no other seed of its cell to stack with here")
+        return Choice(
+            "seeds_together", str(group), f"trained with {group - 1} other seed(s) of its cell"
+        )
+    if together == "auto":
+        gpu = setup.device.type == "cuda"
+        value = "all" if gpu else "1"
+        why = "every seed of the cell on a GPU" if gpu else "one seed per CPU worker"
+        return Choice("seeds_together", value, f"auto: {why}")
     return Choice(
         "seeds_together",
         str(together),
@@ -189,8 +314,9 @@ def _seeds(setup: RunSetup, executor: str) -> Choice:
     )
 
 
-def execution_plan(setup: RunSetup) -> ExecutionPlan:
-    """Every execution choice of the run, with its reason (module docstring)."""
+def execution_plan(setup: RunSetup, group: int | None = None) -> ExecutionPlan:
+    """Every execution choice of the run, with its reason (module docstring); `group`: the
+    number of seeds the run trains with in one stacked computation, where known."""
     executor = _executor(setup)
     choices = [
         executor,
@@ -202,9 +328,13 @@ def execution_plan(setup: RunSetup) -> ExecutionPlan:
             "on" if setup.device.type == "cuda" and has_conv(setup.model) else "off",
             "convolutions on CUDA take NHWC" if setup.device.type == "cuda" else "CPU: NCHW",
         ),
-        _seeds(setup, executor.value),
+        _seeds(setup, executor.value, group),
     ]
     clipping = _clipping(setup)
     if clipping is not None:
         choices.append(clipping)
-    return ExecutionPlan(tuple(choices))
+    runtime, privacy = setup.cfg.runtime, setup.cfg.privacy
+    required = {"cuda_graphs"} if runtime.cuda_graphs == "on" else set()
+    if clipping is not None and privacy is not None and privacy.clipping != "auto":
+        required.add("clipping")
+    return ExecutionPlan(tuple(choices), frozenset(required))

@@ -13,6 +13,7 @@ from fedbench.algorithms.base import RoundInfo, State
 from fedbench.config import RunConfig
 from fedbench.engine.client import run_client
 from fedbench.engine.loop import Engine
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
@@ -24,8 +25,11 @@ def client_local_states(
     """Each client's local state after K local steps from the run's final model (folder's
     model.pt), at the last round's learning rate; clients None: every client of the
     federation. Also returns each client's batch divisor B (its DP noise std is sigma C / B)."""
-    setup = prepare_run(cfg)
-    engine = Engine(setup, RunFolder(folder), console=None)
+    # The clients' steps run one by one (run_client): the plan of the run on the sequential
+    # executor (its precision, compile and clipping as the run's config asks).
+    sequential = cfg.runtime.model_copy(update={"engine": "sequential"})
+    setup = prepare_run(cfg.model_copy(update={"runtime": sequential}))
+    engine = Engine(execution_plan(setup, group=1), setup, RunFolder(folder), console=None)
     state = torch.load(folder / "model.pt", map_location=setup.device)
     setup.model.load_state_dict(state)
     engine.x = [p.detach().clone() for p in engine.params]

@@ -10,8 +10,10 @@ What trains a client is the caller's: the sequential engine runs the client's K 
 resident model (fedbench.engine.client), the update-rule tests run them on a float64
 least-squares problem (tests/algorithms/harness.py), the escape-rate figure on its particles
 (fedbench.figures.escape_rate). `clients_together` hands the trainer several clients at once
-(the escape figure trains all of a round's clients as one stacked tensor); the vectorised engine
-trains its chunks in fedbench.engine.stacked and ends each client through `end_client` here.
+(the escape figure trains all of a round's clients as one stacked tensor). `run_rounds` runs
+the rounds of several federations whose clients train together (the vectorised engine's
+chunks of stacked rows, fedbench.engine.stacked; the seeds of a cell trained together): the
+order begin -> train -> end -> finish is written here only.
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ class Trained:
     params: list[Tensor]
     buffers: Sequence[Tensor] = ()
     step_ratio: float | None = None
+    #: The client's local state after training, where the trainer kept it apart from the one
+    #: `client_begin` returned (stacked rows); None: that one, updated in place.
+    local: State | None = None
 
 
 #: The local training: the clients handed over (one, or `clients_together`), each one's
@@ -102,9 +107,10 @@ def end_client(
     """`client_end` of one trained client: its new state stored, its upload (with its weight,
     buffers and, on diagnostic rounds, its block means of v and step ratio) added to `results`."""
     algorithm = fed.algorithm
+    local = start.local if trained.local is None else trained.local
     with torch.no_grad():
         upload, new_state = algorithm.client_end(
-            trained.params, fed.x, start.local, start.stored, start.info
+            trained.params, fed.x, local, start.stored, start.info
         )
     if new_state is not None:
         device = fed.state_device
@@ -115,7 +121,7 @@ def end_client(
         {key: list(tensors) for key, tensors in upload.items()},  # a foreach op's tuple, too
         fed.weight(start.client),
         buffers=trained.buffers,
-        v_block_means=algorithm.v_block_means(start.local) if results.diagnostics else None,
+        v_block_means=algorithm.v_block_means(local) if results.diagnostics else None,
         client=start.client,
         step_ratio=trained.step_ratio,
     )
@@ -128,6 +134,45 @@ def finish(fed: Federation, results: RoundResults, info: RoundInfo) -> dict[str,
     )
 
 
+@dataclass
+class FederationRound:
+    """One federation's round as `run_rounds` runs it: its clients (sampled by the caller), the
+    round info, the results its uploads go into and, optionally, each client's own K_i."""
+
+    fed: Federation
+    clients: Sequence[int]
+    info: RoundInfo
+    results: RoundResults
+    steps_of: Callable[[int], int] | None = None
+
+    def client_info(self, client: int) -> RoundInfo:
+        return self.info if self.steps_of is None else client_info(self.info, self.steps_of(client))
+
+
+#: A client of one of the rounds run together: (the index of its round, the client).
+Member = tuple[int, int]
+#: The local training of rounds run together: the begun clients, each with its round's index,
+#: to each one's trained weights, in order.
+TrainMembers = Callable[[list[tuple[int, ClientStart]]], Sequence[Trained]]
+
+
+def run_rounds(
+    rounds: Sequence[FederationRound],
+    train: TrainMembers,
+    batches: Callable[[list[Member]], list[list[Member]]],
+) -> list[dict[str, Any] | None]:
+    """The rounds of several federations, their clients trained together: `batches` splits the
+    members (every round's clients, round by round) into the calls of `train`; each batch is
+    begun just before its call and ended just after, in order; then every round's `finish`.
+    Returns each round's diagnostics (None without)."""
+    members = [(i, client) for i, r in enumerate(rounds) for client in r.clients]
+    for batch in batches(members):
+        starts = [(i, begin_client(rounds[i].fed, c, rounds[i].client_info(c))) for i, c in batch]
+        for (i, start), trained in zip(starts, train(starts), strict=True):
+            end_client(rounds[i].fed, rounds[i].results, start, trained)
+    return [finish(r.fed, r.results, r.info) for r in rounds]
+
+
 def run_round(
     fed: Federation,
     clients: Sequence[int],
@@ -138,7 +183,8 @@ def run_round(
     steps_of: Callable[[int], int] | None = None,
     clients_together: int | None = 1,
 ) -> dict[str, Any] | None:
-    """One round of `fed` over `clients`: begin -> `train` -> end for each, then `finish`.
+    """One round of `fed` over `clients`: begin -> `train` -> end for each, then `finish`
+    (`run_rounds` with one federation).
 
     `steps_of(client)` gives each client its own K_i (`client_info`); without it every client
     sees `info`. `train` gets `clients_together` clients at a time (None: all of them), begun
@@ -148,11 +194,14 @@ def run_round(
     if results is None:
         results = RoundResults(False, keep_uploads=fed.algorithm.uses_client_uploads)
     together = clients_together or max(len(clients), 1)
-    for first in range(0, len(clients), together):
-        starts = [
-            begin_client(fed, c, info if steps_of is None else client_info(info, steps_of(c)))
-            for c in clients[first : first + together]
-        ]
-        for start, trained in zip(starts, train(starts), strict=True):
-            end_client(fed, results, start, trained)
-    return finish(fed, results, info)
+
+    def batches(members: list[Member]) -> list[list[Member]]:
+        return [members[i : i + together] for i in range(0, len(members), together)]
+
+    def train_one(starts: list[tuple[int, ClientStart]]) -> Sequence[Trained]:
+        return train([start for _, start in starts])
+
+    (found,) = run_rounds(
+        [FederationRound(fed, clients, info, results, steps_of)], train_one, batches
+    )
+    return found

@@ -15,7 +15,7 @@ from fedbench.data.partition import write_partition
 from fedbench.engine.checkpoint import remove_checkpoint
 from fedbench.engine.loggers import check_loggers, open_loggers
 from fedbench.engine.loop import Engine
-from fedbench.engine.plan import execution_plan
+from fedbench.engine.plan import ExecutionPlan, execution_plan
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
@@ -31,17 +31,16 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def resolve_engine(setup: RunSetup) -> str:
-    """The engine `runtime.engine` names; `auto` as the execution plan resolves it
-    (fedbench.engine.plan)."""
-    asked = setup.cfg.runtime.engine
-    return asked if asked != "auto" else execution_plan(setup).executor
-
-
-def select_engine(setup: RunSetup, folder: RunFolder, console: Console | None) -> Engine:
-    """The engine of the run's execution plan (which falls back to the sequential engine where
-    the vectorised one cannot run the run, with the reason); the plan goes into summary.json."""
-    plan = execution_plan(setup)
+def select_engine(
+    setup: RunSetup,
+    folder: RunFolder,
+    console: Console | None,
+    plan: ExecutionPlan | None = None,
+) -> Engine:
+    """The engine built from the run's execution plan (`plan`, or the one made for `setup`),
+    which falls back to the sequential engine where the vectorised one cannot run the run, with
+    the reason; the plan goes into summary.json."""
+    plan = plan if plan is not None else execution_plan(setup)
     executor = plan["executor"]
     if executor.fallback:
         why = executor.reason.removeprefix("vectorized asked, but ")
@@ -52,9 +51,7 @@ def select_engine(setup: RunSetup, folder: RunFolder, console: Console | None) -
             soft_wrap=True,
         )
     cls = VectorizedEngine if plan.executor == "vectorized" else Engine
-    engine = cls(setup, folder, console)
-    engine.plan = plan
-    return engine
+    return cls(plan, setup, folder, console)
 
 
 def train(
@@ -75,11 +72,12 @@ def train(
         return finished_run(folder, save_model)
     threads_for_run(cfg.runtime.threads)  # before the data and model are built
     setup = prepare_run(cfg)  # every user error is raised here, before anything is written
+    plan = execution_plan(setup, group=1)  # (and here: a CUDA graph that cannot run)
     check_loggers(cfg.runtime.loggers)
     with folder.lock(wait=wait):
         if folder.is_finished():  # another process finished it while we waited
             return finished_run(folder, save_model)
-        return train_locked(setup, folder, save_model, console)
+        return train_locked(setup, folder, save_model, console, plan)
 
 
 def finished_run(folder: RunFolder, save_model: bool) -> RunResult:
@@ -116,10 +114,11 @@ def open_run(
     save_model: bool,
     console: Console | None,
     engine: Engine | None = None,
+    plan: ExecutionPlan | None = None,
 ) -> Engine:
     """Make the (locked) run folder ready to train in: bad files set aside, config, attempt and
-    partition written, loggers opened; returns the engine (`engine`, or the one
-    `runtime.engine` selects) with its model file set."""
+    partition written, loggers opened; returns the engine (`engine`, or the one built from the
+    run's execution plan) with its model file set."""
     cfg = setup.cfg
     folder.set_aside_bad_files()
     folder.create(cfg, setup.data.source)
@@ -130,7 +129,7 @@ def open_run(
         setup.data.y_train.cpu().numpy(),
         setup.data.num_classes,
     )
-    engine = engine if engine is not None else select_engine(setup, folder, console)
+    engine = engine if engine is not None else select_engine(setup, folder, console, plan)
     engine.model_file = folder.model if save_model else None
     folder.loggers = open_loggers(cfg.runtime.loggers, folder.path, cfg.to_dict())
     return engine
@@ -154,9 +153,13 @@ def close_loggers(folder: RunFolder) -> None:
 
 
 def train_locked(
-    setup: RunSetup, folder: RunFolder, save_model: bool, console: Console | None
+    setup: RunSetup,
+    folder: RunFolder,
+    save_model: bool,
+    console: Console | None,
+    plan: ExecutionPlan | None = None,
 ) -> RunResult:
-    engine = open_run(setup, folder, save_model, console)
+    engine = open_run(setup, folder, save_model, console, plan=plan)
     try:
         summary = engine.run()
     except Exception as exc:

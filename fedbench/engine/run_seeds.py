@@ -63,6 +63,7 @@ def train_together(
                 ended[i] = finished_run(folder, save_model)
                 continue
             setups[i] = prepare(cfg)  # user errors here, before anything is written
+            execution_plan(setups[i])  # (and here: a CUDA graph asked for that cannot run)
             check_loggers(cfg.runtime.loggers)
         except Exception as exc:
             ended[i] = exc
@@ -81,7 +82,8 @@ def train_together(
         stacked, alone = _stackable(setups)
         for i in alone:
             try:
-                ended[i] = train_locked(setups[i], folders[i], save_model, console)
+                plan = execution_plan(setups[i], group=1)
+                ended[i] = train_locked(setups[i], folders[i], save_model, console, plan)
             except Exception as exc:
                 ended[i] = exc
         ended.update(_train_stacked({i: setups[i] for i in stacked}, folders, save_model, console))
@@ -117,8 +119,8 @@ def _train_stacked(
     try:
         engines = []
         for i, setup in setups.items():
-            engine = VectorizedEngine(setup, folders[i], console)
-            engine.plan = execution_plan(setup)
+            plan = execution_plan(setup, group=len(setups))
+            engine = VectorizedEngine(plan, setup, folders[i], console)
             open_run(setup, folders[i], save_model, console, engine)
             engines.append(engine)
             opened.append(i)

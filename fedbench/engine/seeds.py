@@ -17,14 +17,16 @@ the measured bound.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 from fedbench.engine.loop import RunPass
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import ClientJob, train_jobs
-from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from fedbench.engine.stacked import stacked_rounds
+from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.step import split_model
 
 #: How the numbers of a seed trained together relate to its separate run (summary.json's
@@ -44,9 +46,9 @@ def stack_problem(lead: RunSetup, other: RunSetup) -> str | None:
     vectorised engine, on one device, with the same model structure (parameter and buffer names,
     shapes and dtypes; equal constants) and data of the same shape, and the same local steps."""
     for setup in (lead, other):
-        reason = vectorized_unsupported(setup)
-        if reason is not None:
-            return reason
+        executor = execution_plan(setup)["executor"]
+        if executor.value != "vectorized":
+            return executor.reason
     if lead.device != other.device:
         return "the runs are on different devices"
     if lead.cfg.fl.local_steps != other.cfg.fl.local_steps:
@@ -121,15 +123,17 @@ class SeedsEngine:
 
     @staticmethod
     def _round(active: list[tuple[VectorizedEngine, RunPass]]) -> None:
-        """One round of every active seed (each at its own next round): all their clients
-        trained in one stacked computation, then each seed's own round end and bookkeeping."""
-        jobs: list[ClientJob] = []
-        finishers = []
-        for engine, run in active:
-            r, lr, diagnostics = engine.round_plan(run)
-            own, finish = engine.round_jobs(r, lr, diagnostics)
-            jobs += own
-            finishers.append(finish)
-        train_jobs(jobs)
-        for (engine, run), finish in zip(active, finishers, strict=True):
-            engine.step(run, finish)
+        """One round of every active seed (each at its own next round): the round protocol
+        over all their clients, trained in one stacked computation, then each seed's own
+        bookkeeping (evaluation, divergence, stop request, checkpoint)."""
+        begun = [(engine, run, engine.round_of(*engine.round_plan(run))) for engine, run in active]
+        training = [(engine, own) for engine, _, own in begun if own is not None]
+        found = stacked_rounds([e for e, _ in training], [own for _, own in training])
+        ends = dict(zip([id(e) for e, _ in training], found, strict=True))
+        for engine, run, own in begun:
+            if own is None:  # every sampled client dropped out: no update this round
+                engine.step(run, lambda: None)
+            else:
+                engine.step(
+                    run, functools.partial(engine._after_round, own.results, ends[id(engine)])
+                )

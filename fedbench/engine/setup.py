@@ -15,7 +15,6 @@ from fedbench.data import Dataset
 from fedbench.data.client_test import ClientTestSplit, split_client_test
 from fedbench.data.partition import partition
 from fedbench.data.validation import run_data
-from fedbench.engine.accelerate import check_cuda_graphs
 from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
@@ -135,7 +134,6 @@ def _compose(
 def prepare_run(cfg: RunConfig) -> RunSetup:
     """Load data, partition it, build the model and the algorithm; raise FedbenchError on bad input."""
     device = resolve_device(cfg.runtime.device)
-    check_cuda_graphs(cfg, device)
     algorithm_cls = ALGORITHMS.get(cfg.algorithm.name)
     data = run_data(cfg)
     labels = data.y_train.numpy()

@@ -1,8 +1,13 @@
-"""The vectorised engine's chunk trainer: clients stacked along a leading dimension, each from its
+"""The vectorised engine's row trainer: clients stacked along a leading dimension, each from its
 own start weights, trained together for K local steps (fedbench.engine.vectorized).
 
-A chunk is a list of `ClientJob`s: a client together with the run (engine) it belongs to, the
-round's info and the round's results. One run's clients all start from its global model; the
+The round is the round protocol's (`run_rounds`, fedbench.engine.protocol: begin -> train ->
+end -> finish, written there only); what differs from the sequential executor is the `train`
+step: `train_rows` trains a chunk of begun clients as stacked rows and returns each one's
+trained weights, buffers and local state. A row is a client with the run (engine) it belongs
+to (`Row`); `row_batches` splits a round's clients into the chunks trained together (one
+batch width per chunk where padding would enter batch statistics). One run's clients all
+start from its global model; the
 seeds of a table cell trained together (fedbench.engine.seeds) put several runs' clients into
 one chunk, each starting from its own run's global model. Each local step is the algorithm's
 `local_step_with_oracle` with a gradient oracle over the rows (`stacked_step`): every call of the
@@ -10,9 +15,10 @@ oracle is one vmap'd forward/backward over the rows at their current weights on 
 batch (a rule may call it twice: FedSAM, FAFED), and its reductions are per row. The runs'
 rows take one call where their rounds agree, else one per run on views of its rows; the local
 rule (elementwise, scalars per run) and everything after the K steps (client_end, the upload
-into the round's results) run per run, so each run computes what it computes on its own.
-Before the steps, a rule that takes the full local-data gradient (MimeLite) gets it from
-`full_gradients`, the rows' batches of one width stacked.
+into the round's results: the protocol's `end_client`) run per run, so each run computes what
+it computes on its own.
+A rule that takes the full local-data gradient (MimeLite, at its first step) gets it from the
+oracle's `full`: `full_gradients`, the rows' batches of one width stacked.
 """
 
 from __future__ import annotations
@@ -28,27 +34,26 @@ from torch import Tensor
 from torch.func import grad, vmap
 from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, Scalar, State
+from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, StepOracle
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
-from fedbench.engine.aggregation import RoundResults, local_step_sizes
+from fedbench.engine.aggregation import local_step_sizes
 from fedbench.engine.client_state import index_state, stack_states
 from fedbench.engine.graphed import StaticStep, StepGraphs
-from fedbench.engine.protocol import Federation, begin_client
+from fedbench.engine.protocol import ClientStart, FederationRound, Member, Trained, run_rounds
 from fedbench.engine.setup import RunSetup
 from fedbench.step import Objective, autocast_context, clip_by_norm_
 
 
 class StackedRun(Protocol):
-    """What the stacked-rows executor reads of each run whose clients it trains (the vectorised
-    engine of fedbench.engine.vectorized is one; seeds trained together are several)."""
+    """What the row trainer reads of each run whose clients it trains (the vectorised engine of
+    fedbench.engine.vectorized is one; seeds trained together are several): its data, start
+    weights and the model functions of the stacked step."""
 
     setup: RunSetup
     cfg: RunConfig
     x: list[Tensor]
     global_buffers: list[Tensor]
-    server: State
-    client_states: dict[int, State]
     autocast: torch.dtype | None
     #: The trainable parameters' and the stacked buffers' names, in the order of x and buffers.
     names: list[str]
@@ -83,21 +88,7 @@ class StackedRun(Protocol):
 
     def client_chunk(self, clients: int) -> int: ...
 
-    def federation(self) -> Federation: ...
-
     def batch_width(self, client: int) -> int: ...
-
-    def end_client(
-        self,
-        results: RoundResults,
-        client: int,
-        params: list[Tensor],
-        local: State,
-        stored: State | None,
-        info: RoundInfo,
-        buffers: list[Tensor],
-        step_ratio: float | None = None,
-    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -110,15 +101,22 @@ class Representation:
     represent_with: Callable[[list[Tensor], Tensor], Tensor]
 
 
-@dataclass
-class ClientJob:
-    """One sampled client of one run: the run's engine (its setup, global model, server and
-    client states), the client, and the round's info and results it adds its upload to."""
+@dataclass(frozen=True)
+class Row:
+    """One begun client of one run, trained as a row: the run's engine, the client as
+    `begin_client` left it, and whether its round measures local step ratios (diagnostics)."""
 
     engine: StackedRun
-    client: int
-    info: RoundInfo
-    results: RoundResults
+    start: ClientStart
+    diagnostics: bool = False
+
+    @property
+    def client(self) -> int:
+        return self.start.client
+
+    @property
+    def info(self) -> RoundInfo:
+        return self.start.info
 
 
 @dataclass
@@ -134,8 +132,8 @@ class StepGroup:
     local: Any
 
 
-def segments(jobs: list[ClientJob]) -> Iterator[tuple[StackedRun, int, int]]:
-    """(engine, start, stop) of each run of consecutive jobs of one engine."""
+def segments(jobs: list[Row]) -> Iterator[tuple[StackedRun, int, int]]:
+    """(engine, start, stop) of each run of consecutive rows of one engine."""
     start = 0
     for engine, group in itertools.groupby(jobs, key=lambda job: job.engine):
         size = len(list(group))
@@ -143,26 +141,26 @@ def segments(jobs: list[ClientJob]) -> Iterator[tuple[StackedRun, int, int]]:
         start += size
 
 
-def width_groups(jobs: list[ClientJob]) -> list[list[ClientJob]]:
-    """The jobs in groups trained apart: with BatchNorm or a representation term, one group per
-    batch width (padded samples would enter the batch statistics, or the term's batch mean);
-    otherwise one group (padded).
+def width_groups(members: list[Member], engines: list[StackedRun]) -> list[list[Member]]:
+    """The members (run index, client) in groups trained apart: with BatchNorm or a
+    representation term, one group per batch width (padded samples would enter the batch
+    statistics, or the term's batch mean); otherwise one group (padded).
 
     Each run sees its own groups in the order it meets their widths, as it does alone (so that
     its uploads are added in the same order); runs whose next width agrees train together."""
-    lead = jobs[0].engine
+    lead = engines[members[0][0]]
     if not lead.buffer_names and lead.representation is None:
-        return [jobs]
+        return [members]
     queues = []
-    for engine, start, stop in segments(jobs):
-        own: dict[int, list[ClientJob]] = {}
-        for job in jobs[start:stop]:
-            own.setdefault(engine.batch_width(job.client), []).append(job)
+    for i, own_members in itertools.groupby(members, key=lambda member: member[0]):
+        own: dict[int, list[Member]] = {}
+        for member in own_members:
+            own.setdefault(engines[i].batch_width(member[1]), []).append(member)
         queues.append(list(own.items()))
     groups = []
     while any(queues):
         width = next(q[0][0] for q in queues if q)
-        group: list[ClientJob] = []
+        group: list[Member] = []
         for q in queues:
             if q and q[0][0] == width:
                 group += q.pop(0)[1]
@@ -170,20 +168,38 @@ def width_groups(jobs: list[ClientJob]) -> list[list[ClientJob]]:
     return groups
 
 
-def train_jobs(jobs: list[ClientJob]) -> None:
-    """Train every job (its client's K local steps), in width groups and client chunks, and add
-    each upload to its run's results; the first job's engine supplies the model function."""
-    if not jobs:
-        return
-    lead = jobs[0].engine
-    chunk = lead.client_chunk(len(jobs))
-    for group in width_groups(jobs):
-        for start in range(0, len(group), chunk):
-            train_chunk(group[start : start + chunk])
+def row_batches(engines: list[StackedRun]) -> Callable[[list[Member]], list[list[Member]]]:
+    """The round protocol's `batches` for stacked rows: the members in width groups, each in
+    chunks of the lead run's `client_chunk` (taken for all the members at once)."""
+
+    def batches(members: list[Member]) -> list[list[Member]]:
+        if not members:
+            return []
+        chunk = engines[members[0][0]].client_chunk(len(members))
+        return [
+            group[start : start + chunk]
+            for group in width_groups(members, engines)
+            for start in range(0, len(group), chunk)
+        ]
+
+    return batches
+
+
+def stacked_rounds(
+    engines: list[StackedRun], rounds: list[FederationRound]
+) -> list[dict[str, Any] | None]:
+    """One round of each engine (the protocol's `run_rounds`), all their clients trained as
+    stacked rows (`train_rows`); returns each round's diagnostics."""
+
+    def train(starts: list[tuple[int, ClientStart]]) -> list[Trained]:
+        rows = [Row(engines[i], start, rounds[i].results.diagnostics) for i, start in starts]
+        return train_rows(rows)
+
+    return run_rounds(rounds, train, row_batches(engines))
 
 
 def _orders(
-    jobs: list[ClientJob], k_steps: int
+    jobs: list[Row], k_steps: int
 ) -> tuple[Callable[[int], Tensor], Tensor | None, list[torch.Generator]]:
     """The clients' batches as a function of the local step k (0-based) giving (S, B) batch
     indices, drawn one local epoch at a time; an optional (S, B) sample mask (clients of
@@ -222,7 +238,7 @@ def _orders(
     return padded, mask, generators
 
 
-def _batch(jobs: list[ClientJob], idx: Tensor, generators: list[torch.Generator]) -> Tensor:
+def _batch(jobs: list[Row], idx: Tensor, generators: list[torch.Generator]) -> Tensor:
     """The (S, B, ...) inputs of step idx: each client's samples from its run's data (runs that
     share one data set gather once), augmented with its own generator."""
     parts = []
@@ -237,12 +253,12 @@ def _batch(jobs: list[ClientJob], idx: Tensor, generators: list[torch.Generator]
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def _labels(jobs: list[ClientJob], idx: Tensor) -> Tensor:
+def _labels(jobs: list[Row], idx: Tensor) -> Tensor:
     parts = [e.setup.data.y_train[idx[a:b]] for e, a, b in _data_segments(jobs)]
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
-def _data_segments(jobs: list[ClientJob]) -> list[tuple[StackedRun, int, int]]:
+def _data_segments(jobs: list[Row]) -> list[tuple[StackedRun, int, int]]:
     """Like `segments`, but runs that hold the same data object share one segment."""
     merged: list[tuple[StackedRun, int, int]] = []
     for engine, start, stop in segments(jobs):
@@ -253,21 +269,15 @@ def _data_segments(jobs: list[ClientJob]) -> list[tuple[StackedRun, int, int]]:
     return merged
 
 
-def _start(
-    jobs: list[ClientJob],
-) -> tuple[list[StepGroup], list[Any], list[Tensor], dict[str, Tensor]]:
-    """The local-rule groups with their clients' states (client_begin), each job's stored state,
-    and the stacked start weights and buffers: every client starts from its own run's global
-    model."""
-    groups, stored_all, weights, buffers = [], [], [], []
+def _start(jobs: list[Row]) -> tuple[list[StepGroup], list[Tensor], dict[str, Tensor]]:
+    """The local-rule groups with their clients' stacked local states (as client_begin left
+    them), and the stacked start weights and buffers: every client starts from its own run's
+    global model."""
+    groups, weights, buffers = [], [], []
     for engine, start, stop in segments(jobs):
-        s = engine.setup
         info = jobs[start].info
-        fed = engine.federation()  # the round protocol's begin (fedbench.engine.protocol)
-        begun = [begin_client(fed, job.client, info) for job in jobs[start:stop]]
-        local = stack_states([b.local for b in begun])
-        groups.append(StepGroup(s.algorithm, info, start, stop, local))
-        stored_all += [b.stored for b in begun]
+        local = stack_states([job.start.local for job in jobs[start:stop]])
+        groups.append(StepGroup(engine.setup.algorithm, info, start, stop, local))
         n = stop - start
         weights.append([t.unsqueeze(0).expand(n, *t.shape) for t in engine.x])
         buffers.append([g.unsqueeze(0).expand(n, *g.shape) for g in engine.global_buffers])
@@ -277,7 +287,7 @@ def _start(
         name: torch.cat(parts)
         for name, parts in zip(lead.buffer_names, zip(*buffers, strict=True), strict=False)
     }
-    return _merged(groups), stored_all, y, stacked
+    return _merged(groups), y, stacked
 
 
 def _merged(groups: list[StepGroup]) -> list[StepGroup]:
@@ -292,17 +302,17 @@ def _merged(groups: list[StepGroup]) -> list[StepGroup]:
     return [StepGroup(first.algorithm, first.info, 0, groups[-1].stop, local)]
 
 
-def train_chunk(jobs: list[ClientJob]) -> None:
-    """Train `jobs` together for K steps and add their uploads to their runs' results."""
+def train_rows(jobs: list[Row]) -> list[Trained]:
+    """Train the rows together for K steps: each one's trained weights, buffers, local state
+    and (diagnostic rounds) local step ratio, in order (the round protocol's `train`)."""
     lead = jobs[0].engine
     s = lead.setup
     n = len(jobs)
     k_steps = jobs[0].info.local_steps
-    groups, stored, y, buffers = _start(jobs)
+    groups, y, buffers = _start(jobs)
     orders, mask, generators = _orders(jobs, k_steps)
     s.model.train()
-    _hand_full_gradients(jobs, groups, y, buffers)  # Mime's c_i = grad f_i(x), if used
-    diagnostics = any(job.results.diagnostics for job in jobs)
+    diagnostics = any(job.diagnostics for job in jobs)
     step_sizes = torch.zeros(n, dtype=torch.float64, device=s.device)
     graphs = lead.step_graphs if len(groups) == 1 else None  # one rule call: one graph
     static: StaticStep | None = None
@@ -325,27 +335,31 @@ def train_chunk(jobs: list[ClientJob]) -> None:
         else:
             for group in groups:  # each run's own local rule and scalars, on its rows
                 if group.stop - group.start == n:
+                    full = functools.partial(full_gradients, jobs, y, buffers)
                     stacked_step(lead, group.algorithm, y, buffers, group.local, xb, yb, mask, k,
-                                 group.info.at_step(k))  # fmt: skip
+                                 group.info.at_step(k), full)  # fmt: skip
                     continue
                 rows = slice(group.start, group.stop)
+                y_rows = [t[rows] for t in y]  # views: the step updates the rows in place
+                buffer_rows = {name: b[rows] for name, b in buffers.items()}
                 stacked_step(
                     lead,
                     group.algorithm,
-                    [t[rows] for t in y],  # views: the step updates the rows in place
-                    {name: b[rows] for name, b in buffers.items()},
+                    y_rows,
+                    buffer_rows,
                     group.local,
                     xb[rows],
                     yb[rows],
                     None if mask is None else mask[rows],
                     k,
                     group.info.at_step(k),
+                    functools.partial(full_gradients, jobs[rows], y_rows, buffer_rows),
                 )
         if before is not None:
             step_sizes = step_sizes + local_step_sizes(before, y, n)
     if static is not None:
         y, buffers, groups[0].local = static.ends()
-    _finish(jobs, groups, stored, y, buffers, step_sizes if diagnostics else None)
+    return _trained(jobs, groups, y, buffers, step_sizes if diagnostics else None)
 
 
 def stacked_step(
@@ -359,20 +373,22 @@ def stacked_step(
     mask: Tensor | None,
     k: Scalar,
     info: RoundInfo,
+    full: Callable[[], list[Tensor]] | None = None,
 ) -> None:
     """Local step k of the stacked rows y (in place): the rule's `local_step_with_oracle` with
     the rows' gradient oracle, which computes `stacked_gradients` at the current y on this
     step's batch at each call (one call for a one-gradient rule, two for FedSAM's ascent point
-    and FAFED's previous point) and reduces per row (`GradientOracle.norm`). The eager step and
-    the compiled whole step (`StackedRun.whole_step`) both run this."""
+    and FAFED's previous point), offers the rows' full local-data gradients (`full`: the eager
+    step's `full_gradients`, for MimeLite) and reduces per row (`GradientOracle.norm`). The
+    eager step and the compiled whole step (`StackedRun.whole_step`) both run this."""
 
     def gradient() -> list[Tensor]:
         if algorithm.uses_representation:
             return representation_gradients(engine, algorithm, y, buffers, xb, yb, local, info)
         return stacked_gradients(engine, y, buffers, xb, yb, mask)
 
-    oracle = GradientOracle(gradient, rows=y[0].shape[0])
-    algorithm.local_step_with_oracle(y, oracle, local, k, info)  # type: ignore[arg-type]
+    oracle = StepOracle(gradient, rows=y[0].shape[0], full=full)
+    algorithm.local_step_with_oracle(y, oracle, local, k, info)
 
 
 def stacked_gradients(
@@ -396,24 +412,7 @@ def stacked_gradients(
     return g
 
 
-def _hand_full_gradients(
-    jobs: list[ClientJob], groups: list[StepGroup], y: list[Tensor], buffers: dict[str, Tensor]
-) -> None:
-    """For each group whose rule `uses_full_gradient` (MimeLite's `full_batch_gradient`): its
-    rows' full local-data gradients at their start weights y, handed to `take_full_gradient`."""
-    for group in groups:
-        if not group.algorithm.uses_full_gradient(group.algorithm.params):
-            continue
-        rows = slice(group.start, group.stop)
-        x = [t[rows] for t in y]
-        g = full_gradients(jobs[rows], x, {name: b[rows] for name, b in buffers.items()})
-        with torch.no_grad():
-            group.algorithm.take_full_gradient(g, x, group.local, group.info)
-
-
-def full_gradients(
-    jobs: list[ClientJob], y: list[Tensor], buffers: dict[str, Tensor]
-) -> list[Tensor]:
+def full_gradients(jobs: list[Row], y: list[Tensor], buffers: dict[str, Tensor]) -> list[Tensor]:
     """Each row's gradient of its mean objective over all of its client's samples at y (Mime's
     grad f_i(x)), as the sequential engine's `full_gradient` takes it: batches of batch_size
     in the client's sample order, the sum of the batch losses' gradients over the samples,
@@ -506,29 +505,29 @@ def representation_gradients(
     return g
 
 
-def _finish(
-    jobs: list[ClientJob],
+def _trained(
+    jobs: list[Row],
     groups: list[StepGroup],
-    stored: list[Any],
     y: list[Tensor],
     buffers: dict[str, Tensor],
     step_sizes: Tensor | None,
-) -> None:
-    """client_end of every job, its state stored and its upload added to its run's results."""
+) -> list[Trained]:
+    """Each row's trained weights, buffers and local state (views of the stacked tensors, read
+    by `client_end` before anything trains them again) and its local step ratio."""
     lead = jobs[0].engine
+    trained = []
     for group in groups:
         for i in range(group.start, group.stop):
             job = jobs[i]
             ratio = None
-            if step_sizes is not None and job.results.diagnostics:
+            if step_sizes is not None and job.diagnostics:
                 ratio = float(step_sizes[i] / job.info.local_steps / job.info.lr)
-            job.engine.end_client(
-                job.results,
-                job.client,
-                [t[i] for t in y],
-                index_state(group.local, i - group.start),
-                stored[i],
-                job.info,
-                [buffers[name][i] for name in lead.buffer_names],
-                ratio,
+            trained.append(
+                Trained(
+                    [t[i] for t in y],
+                    [buffers[name][i] for name in lead.buffer_names],
+                    ratio,
+                    index_state(group.local, i - group.start),
+                )
             )
+    return trained

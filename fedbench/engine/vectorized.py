@@ -32,8 +32,9 @@ run on the sequential engine instead: a fallback of the execution plan, with a p
 On CUDA (`runtime.cuda_graphs` auto or on, not private, not compiled, a capturable rule) the
 whole stacked step is replayed as a CUDA graph on static buffers (fedbench.engine.graphed).
 
-The chunk trainer itself is fedbench.engine.stacked: it takes client jobs, each starting from its
-own run's global model, so that the seeds of a table cell can train in one stacked computation
+The round is the round protocol's (fedbench.engine.protocol.run_rounds); its `train` step is
+the row trainer of fedbench.engine.stacked, whose rows each start from their own run's global
+model, so that the seeds of a table cell can train in one stacked computation
 (`runtime.seeds_together`, fedbench.engine.seeds) by the same code.
 """
 
@@ -48,27 +49,16 @@ from torch.func import grad, vmap
 
 from fedbench.algorithms.base import RoundInfo, Scalar, State
 from fedbench.engine.accelerate import batchnorm_in_float32
-from fedbench.engine.aggregation import RoundResults
-from fedbench.engine.captured import (
-    CompiledOrEager,
-    captured_unsupported,
-    compile_per_owner,
-    step_scalars,
-)
-from fedbench.engine.graphed import StepGraphs, cuda_step_graphs, stacked_graphs_unsupported
+from fedbench.engine.captured import CompiledOrEager, compile_per_owner, step_scalars
+from fedbench.engine.graphed import StepGraphs, cuda_step_graphs
 from fedbench.engine.loop import Engine
 from fedbench.engine.memory import auto_client_chunk, client_bytes, free_memory_bytes
-from fedbench.engine.plan import vectorized_unsupported
+from fedbench.engine.plan import ExecutionPlan, vectorized_unsupported
+from fedbench.engine.protocol import FederationRound
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import round_info
 from fedbench.engine.setup import RunSetup
-from fedbench.engine.stacked import (
-    ClientJob,
-    Representation,
-    stacked_step,
-    train_jobs,
-    width_groups,
-)
+from fedbench.engine.stacked import Representation, stacked_rounds, stacked_step, width_groups
 from fedbench.models.representation import represent_and_classify, represent_with
 from fedbench.step import split_model
 
@@ -81,8 +71,10 @@ class VectorizedEngine(Engine):
     name = "vectorized"
     stacks_rows = True
 
-    def __init__(self, setup: RunSetup, folder: RunFolder, console: Console | None) -> None:
-        super().__init__(setup, folder, console)
+    def __init__(
+        self, plan: ExecutionPlan, setup: RunSetup, folder: RunFolder, console: Console | None
+    ) -> None:
+        super().__init__(plan, setup, folder, console)
         model = setup.model
         if self.autocast is not None:
             batchnorm_in_float32(model)  # vmap's BatchNorm rule needs one dtype
@@ -119,29 +111,26 @@ class VectorizedEngine(Engine):
                 represent_and_classify(model), represent_with(model, self.names)
             )
         #: The stacked step (gradients, per-client clipping, the local rule), compiled as one
-        #: graph with `runtime.compile` where the local rule is capturable; else the eager step
-        #: (with the vmapped gradient compiled alone under `runtime.compile`).
+        #: graph where the plan says `compile: step`; else the eager step (with the vmapped
+        #: gradient compiled alone for `compile: gradient`).
         self.stacked_step: Callable[..., None] = self._stacked_step
         self.tensor_scalars = False
-        #: The stacked step replayed as a CUDA graph (`runtime.cuda_graphs`, auto or on, where
-        #: the rule's step is capturable: fedbench.engine.graphed); None: eager steps.
+        #: The stacked step replayed as a CUDA graph (the plan's `cuda_graphs: on`,
+        #: fedbench.engine.graphed); None: eager steps.
         self.step_graphs: StepGraphs | None = None
-        graphs_off = stacked_graphs_unsupported(self.cfg, setup.device, setup.algorithm)
-        if self.cfg.runtime.cuda_graphs != "off" and graphs_off is None:
-            self.step_graphs = cuda_step_graphs(strict=self.cfg.runtime.cuda_graphs == "on")
-        if self.cfg.runtime.compile:
-            if captured_unsupported(setup.algorithm, private=False) is None:
-                # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
-                # run are few (clients train in groups of one batch width, chunks of one size).
-                self.stacked_step = CompiledOrEager(
-                    compile_per_owner(self._stacked_step, dynamic=False),
-                    self._stacked_step,
-                    self._compile_gradient_only,
-                )
-                self.tensor_scalars = True
-                self.compiled = "step"
-            else:
-                self._compile_gradient_only()
+        if plan.cuda_graphs:
+            self.step_graphs = cuda_step_graphs(strict="cuda_graphs" in plan.required)
+        if plan.compile == "step":
+            # Static shapes: vmap's BatchNorm rule takes no symbolic sizes; the shapes of a
+            # run are few (clients train in groups of one batch width, chunks of one size).
+            self.stacked_step = CompiledOrEager(
+                compile_per_owner(self._stacked_step, dynamic=False),
+                self._stacked_step,
+                self._compile_gradient_only,
+            )
+            self.tensor_scalars = True
+        elif plan.compile == "gradient":
+            self._compile_gradient_only()
 
     def _compile_gradient_only(self, why: str | None = None) -> None:
         """Compile the vmapped gradient alone; the stacked step around it runs eagerly (where
@@ -214,24 +203,21 @@ class VectorizedEngine(Engine):
         return chunk
 
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
-        jobs, finish = self.round_jobs(r, lr, diagnostics)
-        train_jobs(jobs)
-        finish()
+        own = self.round_of(r, lr, diagnostics)
+        if own is not None:  # None: every sampled client dropped out, no update this round
+            (found,) = stacked_rounds([self], [own])
+            self._after_round(own.results, found)
 
-    def round_jobs(
-        self, r: int, lr: float, diagnostics: bool
-    ) -> tuple[list[ClientJob], Callable[[], None]]:
-        """Round r's sampled clients as jobs for the chunk trainer (fedbench.engine.stacked),
-        and what ends the round once they are trained (the aggregation and server step)."""
+    def round_of(self, r: int, lr: float, diagnostics: bool) -> FederationRound | None:
+        """Round r as the round protocol runs it (its clients trained as stacked rows,
+        fedbench.engine.stacked.stacked_rounds); None when every sampled client dropped out."""
         clients = self.setup.schedule[r]
-        if not clients:  # every sampled client dropped out: no update this round
-            return [], lambda: None
+        if not clients:
+            return None
         info = round_info(
             self.cfg.algorithm, r, lr, self.cfg.fl.local_steps, self.setup.num_clients, len(clients)
         )
-        results = self._new_results(r, diagnostics)
-        jobs = [ClientJob(self, client, info, results) for client in clients]
-        return jobs, lambda: self._finish_round(results, info)
+        return FederationRound(self.federation(), clients, info, self._new_results(r, diagnostics))
 
     def batch_width(self, client: int) -> int:
         """The width of the client's batches (its whole local set with batch_size 0)."""
@@ -241,7 +227,5 @@ class VectorizedEngine(Engine):
     def _groups(self, clients: list[int]) -> list[list[int]]:
         """The clients in groups trained apart: with BatchNorm, one group per batch width, as
         padded samples would enter the batch statistics; otherwise one group (padded)."""
-        info = round_info(self.cfg.algorithm, 0, 0.0, self.cfg.fl.local_steps, 1, 1)
-        results = RoundResults(False)
-        jobs = [ClientJob(self, c, info, results) for c in clients]
-        return [[job.client for job in group] for group in width_groups(jobs)]
+        groups = width_groups([(0, c) for c in clients], [self])
+        return [[client for _, client in group] for group in groups]

@@ -184,7 +184,8 @@ class PrivateGradient:
 
     `method` auto = `auto_method`'s choice, kept where exact for the model (checked at each
     batch size it meets, see the module docstring), else vmap; bk, ghost or vmap ask for one
-    method.
+    method (`strict`: a batch size where it is not exact is an error; default: for bk and
+    ghost). A run's engine passes the method its execution plan chose (fedbench.engine.plan).
     """
 
     def __init__(
@@ -197,6 +198,7 @@ class PrivateGradient:
         batch_size: int,
         autocast: torch.dtype | None = None,
         method: Method = "auto",
+        strict: bool | None = None,
         objective: Objective | None = None,
     ) -> None:
         by_id = {id(p): name for name, p in model.named_parameters()}
@@ -215,7 +217,9 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
-        self._strict = method in ("bk", "ghost")
+        # A run passes its execution plan's method and whether it was asked by name; a direct
+        # caller's bk or ghost is strict, its auto is auto_method's choice with vmap to fall to.
+        self._strict = method in ("bk", "ghost") if strict is None else strict
         #: Why bk or ghost clipping was not used for a model with their rules (None otherwise).
         self.fallback: str | None = None
         if method == "auto":

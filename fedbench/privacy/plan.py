@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -23,7 +23,7 @@ from fedbench.privacy.accounting import (
     worst_epsilon,
 )
 from fedbench.privacy.client_level import ClientLevelPlan, client_level_plan
-from fedbench.privacy.mechanism import PrivateGradient, check_no_batchnorm
+from fedbench.privacy.mechanism import Method, PrivateGradient, check_no_batchnorm
 from fedbench.privacy.status import accounting_status
 from fedbench.step import Objective
 
@@ -171,7 +171,12 @@ class PrivacyPlan:
         params: list[Tensor],
         autocast: torch.dtype | None = None,
         objective: Objective | None = None,
+        *,
+        method: str,
+        strict: bool,
     ) -> PrivateGradient:
+        """The run's mechanism with the clipping method its execution plan chose (`strict`:
+        asked by name, so a batch size where it is not exact is an error, not vmap)."""
         return PrivateGradient(
             model,
             params,
@@ -179,7 +184,8 @@ class PrivacyPlan:
             clip=self.config.clip,
             batch_size=self.batch_size,
             autocast=autocast,
-            method=self.config.clipping,
+            method=cast(Method, method),
+            strict=strict,
             objective=objective,
         )
 

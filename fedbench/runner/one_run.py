@@ -83,7 +83,7 @@ def train_command(
         from fedbench.engine.setup import prepare_run
         from fedbench.runner.plugin_lines import run_plugin_lines
 
-        plan = execution_plan(prepare_run(cfg))
+        plan = execution_plan(prepare_run(cfg), group=1)  # `train` trains one run alone
         return TrainReport(
             [f"execution plan of {cfg.run_id()}:", *plan.lines(), *run_plugin_lines(cfg)]
         )

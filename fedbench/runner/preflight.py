@@ -185,7 +185,7 @@ def check_runs_here(plan: Plan) -> None:
     one): the same check `fedbench train` makes, made for every command before anything is
     written, so that no sweep, tune or smoke check records such runs as failed or unsupported
     cells. Not for the Ray launcher, whose workers are other machines."""
-    from fedbench.engine.accelerate import check_cuda_graphs
+    from fedbench.engine.plan import check_cuda_graphs
     from fedbench.engine.setup import resolve_device
 
     seen: set[str] = set()

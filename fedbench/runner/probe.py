@@ -270,10 +270,12 @@ def measure(cfg: RunConfig, label: str, share: float, tmp: Path) -> Measured:
 
 
 def suite_engine(cfg: RunConfig) -> str:
-    """The engine a run's step is measured with: `auto` is the sequential engine for every
-    paper-size model (fedbench.engine.run.resolve_engine takes the vectorised one only for
-    small compiled models on the CPU, which no suite row measures)."""
-    return "sequential" if cfg.runtime.engine == "auto" else cfg.runtime.engine
+    """The engine a run's step is measured with: the execution plan's executor for a model of
+    the bench suite (fedbench.engine.plan.paper_executor: paper-size models, so `auto` is the
+    sequential engine)."""
+    from fedbench.engine.plan import paper_executor
+
+    return paper_executor(cfg)
 
 
 def workload_label(cfg: RunConfig) -> str:

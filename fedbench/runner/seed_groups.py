@@ -2,21 +2,15 @@
 a plan that differ only in `seed`, in groups of at most that many, each group one task of one
 worker process (fedbench.engine.run_seeds). Whether a group's runs can really stack (the
 vectorised engine takes them; same model and data shapes) is decided in the worker, which
-trains the ones that cannot one after the other."""
+trains the ones that cannot one after the other. The group size is the execution plan's rule
+(fedbench.engine.plan.seeds_group_size)."""
 
 from __future__ import annotations
 
 import json
 
+from fedbench.engine.plan import seeds_group_size
 from fedbench.runner.table_config import PlannedRun
-
-
-def group_size(seeds_together: int | str, runs: int, gpus: bool) -> int:
-    """How many runs of a cell of `runs` seeds train together: the setting, or for `auto` all of
-    them on a machine with GPUs and 1 without (CPU workers already train one run per core)."""
-    if seeds_together == "auto":
-        return runs if gpus else 1
-    return max(1, int(seeds_together))
 
 
 def seed_groups(runs: list[PlannedRun], gpus: bool) -> list[list[PlannedRun]]:
@@ -29,7 +23,7 @@ def seed_groups(runs: list[PlannedRun], gpus: bool) -> list[list[PlannedRun]]:
         cells.setdefault(json.dumps(data, sort_keys=True), []).append(run)
     groups: list[list[PlannedRun]] = []
     for cell in cells.values():
-        size = group_size(cell[0].cfg.runtime.seeds_together, len(cell), gpus)
+        size = seeds_group_size(cell[0].cfg.runtime.seeds_together, len(cell), gpus)
         groups += [cell[i : i + size] for i in range(0, len(cell), size)]
     first = {run.run_id: i for i, run in enumerate(runs)}
     return sorted(groups, key=lambda group: first[group[0].run_id])

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec, RoundInfo
+from fedbench.algorithms.base import StepOracle
 from fedbench.engine.protocol import ClientStart, Federation, Trained, run_round
 
 SHAPES = [torch.Size([3, 2]), torch.Size([2])]
@@ -125,7 +126,8 @@ def run_federated(
         y = [t.clone() for t in x]
         for k in range(1, info.local_steps + 1):
             if oracle:
-                alg.local_step_with_oracle(y, lambda: problem.grad(y, i), local, k, info)
+                gradient = StepOracle(lambda: problem.grad(y, i))
+                alg.local_step_with_oracle(y, gradient, local, k, info)
                 continue
             g = problem.grad(y, i)
             with torch.no_grad():

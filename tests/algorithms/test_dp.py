@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo, dp
+from fedbench.algorithms.base import StepOracle
 from fedbench.algorithms.dp import DPFedAdamW, laplacian_smooth
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.config import parse_run_config
@@ -268,7 +269,7 @@ def test_dp_fedsam_uses_two_gradients_per_step() -> None:
         seen.append([t.clone() for t in y])
         return [2.0 * t.clone() for t in y]  # gradient of ||y||^2
 
-    alg.local_step_with_oracle(y, gradient, {}, 1, RoundInfo(0, lr, 1, 1, 1))
+    alg.local_step_with_oracle(y, StepOracle(gradient), {}, 1, RoundInfo(0, lr, 1, 1, 1))
     assert len(seen) == 2
     e = rho * 2.0 / math.sqrt(4.0 * 15)  # g1 = 2 on 15 coordinates
     torch.testing.assert_close(seen[1][0], torch.full((3, 4), 1 + e, dtype=torch.float64))

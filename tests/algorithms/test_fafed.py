@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import RoundInfo
+from fedbench.algorithms.base import StepOracle
 from fedbench.errors import FedbenchError
 from tests.algorithms.harness import Problem, assert_close, flatten, make, unflatten
 
@@ -23,7 +24,8 @@ def run_fafed(alg, problem, rounds, K, lr, sampled):
             local = alg.client_begin(x, server, None, info)
             y = [t.clone() for t in x]
             for k in range(1, K + 1):
-                alg.local_step_with_oracle(y, lambda i=i, y=y: problem.grad(y, i), local, k, info)
+                oracle = StepOracle(lambda i=i, y=y: problem.grad(y, i))
+                alg.local_step_with_oracle(y, oracle, local, k, info)
             upload, state = alg.client_end(y, x, local, None, info)
             assert state is None  # non-sampled clients keep nothing
             for key, ts in upload.items():
@@ -112,7 +114,7 @@ def test_fafed_h_is_fixed_within_a_round() -> None:
     local = alg.client_begin(x0, server, None, info)
     y = [t.clone() for t in x0]
     for k in (1, 2):
-        alg.local_step_with_oracle(y, lambda: problem.grad(y, 0), local, k, info)
+        alg.local_step_with_oracle(y, StepOracle(lambda: problem.grad(y, 0)), local, k, info)
     # step 1 moves with g(x0), step 2 with g(y1), both over H = 2 + rho although v changed
     y1 = flatten(x0) - lr * problem.flat_grad(flatten(x0), 0) / (2.0 + rho)
     expected = y1 - lr * problem.flat_grad(y1, 0) / (2.0 + rho)

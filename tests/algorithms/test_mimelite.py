@@ -51,9 +51,9 @@ def test_mimelite_with_beta_zero_is_fedavg() -> None:
 
 def test_mimelite_full_batch_gradient_is_mime_algorithm_1() -> None:
     """`full_batch_gradient: true`: c_i = grad f_i(x) + lambda x over the client's whole data
-    (handed in by the engine through take_full_gradient), not the first step's gradient. The
+    (the gradient oracle's `full`, taken at the first step), not the first step's gradient. The
     local steps here see a perturbed gradient (a minibatch stand-in), so the two forms differ."""
-    from fedbench.algorithms.base import RoundInfo
+    from fedbench.algorithms.base import RoundInfo, StepOracle
 
     problem = Problem(clients=3)
     wd, beta, lr, K = 0.01, 0.7, 0.05, 3
@@ -67,13 +67,13 @@ def test_mimelite_full_batch_gradient_is_mime_algorithm_1() -> None:
         cs, deltas = [], []
         for i in range(3):
             local = alg.client_begin(x, server, None, info)
-            if full:
-                alg.take_full_gradient(problem.grad(x, i), x, local, info)
             y = [t.clone() for t in x]
             for k in range(1, K + 1):
-                g = [t + 0.3 for t in problem.grad(y, i)]  # a biased "minibatch" gradient
-                with torch.no_grad():
-                    alg.local_step(y, g, local, k, info)
+                oracle = StepOracle(
+                    lambda y=y, i=i: [t + 0.3 for t in problem.grad(y, i)],  # a biased minibatch
+                    full=lambda y=y, i=i: problem.grad(y, i),
+                )
+                alg.local_step_with_oracle(y, oracle, local, k, info)
             upload, _ = alg.client_end(y, x, local, None, info)
             cs.append(flatten(upload["grad"]))
             deltas.append(flatten(upload["delta"]))

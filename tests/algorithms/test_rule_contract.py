@@ -18,7 +18,7 @@ least-squares problem (2 rounds, 2 local steps, 3 clients):
 - sequential: `local_step_with_oracle` per client with Python scalars (fedbench.engine.client);
 - vectorized, where `vectorized_unsupported` is None: the clients' `client_begin` states stacked
   (`stack_states`), one `local_step_with_oracle` over the stacked rows with their gradient
-  oracle (`GradientOracle(rows=S)`: FedSAM's and FAFED's two gradients, per-row norms), each
+  oracle (`StepOracle(rows=S)`: FedSAM's and FAFED's two gradients, per-row norms), each
   client's state read back with `index_state` (fedbench.engine.stacked);
 - captured, where `captured_unsupported` is None: the local rule compiled as the engine compiles
   it (`compile_per_owner`, fullgraph; the aot_eager backend on the CPU, as
@@ -42,7 +42,7 @@ from torch import Tensor
 from torch._dynamo.utils import counters
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, RoundInfo
-from fedbench.algorithms.base import ClientUpload, GradientOracle
+from fedbench.algorithms.base import ClientUpload, StepOracle
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.config import load_run_config
 from fedbench.engine.captured import captured_unsupported, compile_per_owner, step_scalars
@@ -104,7 +104,7 @@ def _local_phase(
         for i, (y, local) in enumerate(zip(ys, locals_, strict=True)):
             for k in range(1, info.local_steps + 1):
                 if executor == "sequential":
-                    oracle = lambda y=y, i=i: problem.grad(y, i)  # noqa: E731
+                    oracle = StepOracle(lambda y=y, i=i: problem.grad(y, i))
                     algorithm.local_step_with_oracle(y, oracle, local, k, info.at_step(k))
                     continue
                 g = problem.grad(y, i)
@@ -124,7 +124,7 @@ def _local_phase(
 
     for k in range(1, info.local_steps + 1):
         if executor == "vectorized":
-            oracle = GradientOracle(gradient, rows=n)
+            oracle = StepOracle(gradient, rows=n)
             algorithm.local_step_with_oracle(y, oracle, local, k, info.at_step(k))
             continue
         g = gradient()

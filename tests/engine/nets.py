@@ -10,6 +10,9 @@ from torch import nn
 
 from fedbench.algorithms import ALGORITHMS
 from fedbench.config import RunConfig
+from fedbench.engine.loop import Engine
+from fedbench.engine.plan import execution_plan
+from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import RunSetup, param_spec, prepare_run
 
 
@@ -44,3 +47,11 @@ def double(setup: RunSetup) -> RunSetup:
 def prepare64(cfg: RunConfig) -> RunSetup:
     """The run's setup with its model and data in float64."""
     return double(prepare_run(cfg))
+
+
+def build_engine(cls: type[Engine], setup: RunSetup, folder: RunFolder) -> Engine:
+    """An engine of class `cls` built from its plan: the plan of `setup` run on that executor
+    (`runtime.engine` set to its name), as select_engine builds one."""
+    runtime = setup.cfg.runtime.model_copy(update={"engine": cls.name})
+    setup = replace(setup, cfg=setup.cfg.model_copy(update={"runtime": runtime}))
+    return cls(execution_plan(setup), setup, folder, None)

@@ -9,14 +9,9 @@ import torch
 from torch import nn
 
 from fedbench.config import load_run_config, parse_run_config
-from fedbench.engine.accelerate import (
-    GraphedForward,
-    apply_precision,
-    check_cuda_graphs,
-    cuda_graphs_wanted,
-    use_channels_last,
-)
+from fedbench.engine.accelerate import GraphedForward, apply_precision, has_conv, to_channels_last
 from fedbench.engine.loop import Engine
+from fedbench.engine.plan import check_cuda_graphs, execution_plan, sequential_graphs_unsupported
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import prepare_run
 from fedbench.errors import FedbenchError
@@ -43,7 +38,8 @@ def test_tf32_on_the_cpu_trains_exactly_like_fp32(tmp_path: Path) -> None:
     for precision in ("fp32", "tf32"):
         # Pinned to the CPU: on a machine with CUDA, auto would pick the GPU, where TF32 differs.
         cfg = load_run_config(None, [*TINY, f"runtime.precision={precision}", "runtime.device=cpu"])
-        engine = Engine(prepare_run(cfg), RunFolder(tmp_path / precision), None)
+        setup = prepare_run(cfg)
+        engine = Engine(execution_plan(setup), setup, RunFolder(tmp_path / precision), None)
         engine._round(0, 0.01)
         found.append(engine.x)
     for a, b in zip(*found, strict=True):
@@ -65,16 +61,21 @@ def test_cuda_graphs_on_a_cpu_is_a_user_error(run_cli, tmp_path: Path) -> None:
 def test_auto_is_off_on_the_cpu_and_for_private_runs() -> None:
     cfg = load_run_config(None, [])
     assert cfg.runtime.cuda_graphs == "auto"
-    assert not cuda_graphs_wanted(cfg, CPU)
-    assert cuda_graphs_wanted(cfg, torch.device("cuda"))
+    assert sequential_graphs_unsupported(cfg, CPU) == "no CUDA device"
+    assert sequential_graphs_unsupported(cfg, torch.device("cuda")) is None
     private = load_run_config(None, ["algorithm.name=dp_fedavg", "privacy.noise_multiplier=1.0"])
-    assert not cuda_graphs_wanted(private, torch.device("cuda"))
+    assert "private" in str(sequential_graphs_unsupported(private, torch.device("cuda")))
 
 
 def test_channels_last_only_for_convnets_on_cuda() -> None:
+    cfg = load_run_config(None, [*TINY, "runtime.device=cpu", "fl.rounds=1"])
+    setup = prepare_run(cfg)
+    assert has_conv(setup.model) and not execution_plan(setup).channels_last
+    Engine(execution_plan(setup), setup, RunFolder(Path("unused")), None)
+    assert all(p.is_contiguous() for p in setup.model.parameters())
     model = nn.Sequential(nn.Conv2d(1, 2, 3))
-    assert not use_channels_last(model, CPU)
-    assert model[0].weight.is_contiguous()
+    to_channels_last(model)
+    assert model[0].weight.is_contiguous(memory_format=torch.channels_last)
 
 
 def test_speed_settings_do_not_change_the_run_id() -> None:

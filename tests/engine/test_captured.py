@@ -14,11 +14,12 @@ from fedbench.algorithms import ALGORITHMS, RoundInfo
 from fedbench.config import ModelConfig, load_run_config
 from fedbench.engine.captured import CapturedStep, captured_unsupported, step_scalars
 from fedbench.engine.loop import Engine
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import param_spec, prepare_run
 from fedbench.models import build_model
-from tests.engine.nets import batchnorm_net, with_model
+from tests.engine.nets import batchnorm_net, build_engine, with_model
 
 pytestmark = pytest.mark.engine
 
@@ -93,6 +94,7 @@ def test_a_data_dependent_branch_is_a_graph_break() -> None:
 
 BASE = [
     "seed=3",
+    "runtime.engine=sequential",  # the plan of these runs is the sequential engine's
     "data.name=digits",
     "partition.clients=6",
     "fl.participation=0.5",
@@ -113,7 +115,7 @@ def _engine(items: list[str], tmp: Path, dtype: torch.dtype = torch.float64) -> 
     setup.model.to(dtype)
     d = setup.data
     setup.data = dataclasses.replace(d, x_train=d.x_train.to(dtype), x_test=d.x_test.to(dtype))
-    return Engine(setup, RunFolder(tmp), None)
+    return Engine(execution_plan(setup), setup, RunFolder(tmp), None)
 
 
 def _rounds(engine: Engine) -> None:
@@ -187,7 +189,7 @@ def _vectorized(items: list[str], tmp: Path) -> Engine:
     from fedbench.engine.vectorized import VectorizedEngine
 
     eager = _engine(items, tmp)  # the float64 setup; its engine is not used
-    return VectorizedEngine(eager.setup, RunFolder(tmp / "v"), None)
+    return build_engine(VectorizedEngine, eager.setup, RunFolder(tmp / "v"))
 
 
 @pytest.mark.slow
@@ -292,7 +294,7 @@ def test_the_compiled_step_trains_under_bf16_autocast(
     cls = Engine if engine == "sequential" else VectorizedEngine
     bf16 = _engine([*items, "runtime.compile=true", "runtime.precision=bf16"], tmp_path / "b",
                    torch.float32)  # fmt: skip
-    engine_under_test = cls(bf16.setup, RunFolder(tmp_path / "c"), None)
+    engine_under_test = build_engine(cls, bf16.setup, RunFolder(tmp_path / "c"))
     assert engine_under_test.compiled == "step"
     start = [t.clone() for t in engine_under_test.x]
     _rounds(reference)

@@ -14,6 +14,7 @@ from fedbench.engine.client_state import (
     to_device,
 )
 from fedbench.engine.loop import Engine
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.setup import prepare_run
 
@@ -82,7 +83,7 @@ def _scaffold_engine(tmp_path: Path, store: str, device: str) -> Engine:
     setup = prepare_run(cfg)
     folder = RunFolder.for_config(tmp_path, cfg)
     folder.create(cfg)
-    engine = Engine(setup, folder, None)
+    engine = Engine(execution_plan(setup), setup, folder, None)
     engine.run()
     assert set(engine.client_states) == {c for clients in setup.schedule for c in clients}
     return engine

@@ -9,6 +9,7 @@ import torch
 
 from fedbench.config import load_run_config
 from fedbench.engine.aggregation import Aggregator
+from fedbench.engine.plan import execution_plan
 from fedbench.engine.run import train
 
 TINY = [
@@ -74,7 +75,7 @@ def _one_round(algorithm: list[str], tmp_path: Path):
     setup.model.double()
     d = setup.data
     setup.data = replace(d, x_train=d.x_train.double(), x_test=d.x_test.double())
-    engine = Engine(setup, RunFolder(tmp_path), None)
+    engine = Engine(execution_plan(setup), setup, RunFolder(tmp_path), None)
     before = [t.clone() for t in engine.x]
     engine._round(0, cfg.algorithm.lr, diagnostics=True)
     return engine, before

@@ -36,18 +36,19 @@ def test_vectorized_unsupported_reads_the_algorithm_flag() -> None:
 
 
 def _resolved(items: list[str]) -> tuple[str, str]:
-    """(resolve_engine, the engine select_engine builds) for a digits run on the CPU."""
+    """(the plan's executor, the engine select_engine builds) for a digits run on the CPU."""
     import tempfile
     from pathlib import Path
 
-    from fedbench.engine.run import resolve_engine, select_engine
+    from fedbench.engine.plan import execution_plan
+    from fedbench.engine.run import select_engine
     from fedbench.engine.run_folder import RunFolder
     from fedbench.engine.setup import prepare_run
 
     cfg = load_run_config(None, ["data.name=digits", "runtime.device=cpu", *items])
     setup = prepare_run(cfg)
     with tempfile.TemporaryDirectory() as tmp:
-        return resolve_engine(setup), select_engine(setup, RunFolder(Path(tmp)), None).name
+        return execution_plan(setup).executor, select_engine(setup, RunFolder(Path(tmp)), None).name
 
 
 def test_auto_is_the_default_and_keeps_the_sequential_run_ids() -> None:

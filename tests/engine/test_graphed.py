@@ -17,7 +17,7 @@ import torch
 
 from fedbench.algorithms.base import RoundInfo
 from fedbench.config import load_run_config
-from fedbench.engine import vectorized
+from fedbench.engine import plan, vectorized
 from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.dispatch import HostReads, OpCounter
 from fedbench.engine.graphed import EagerReplay, StaticStep, StepGraphs, StepReplay
@@ -84,7 +84,7 @@ def _train(
                     graphs.append(StepGraphs(replay or RecordedReplay, strict=strict))
                     return graphs[-1]
 
-                patch.setattr(vectorized, "stacked_graphs_unsupported", unsupported)
+                patch.setattr(plan, "stacked_graphs_unsupported", unsupported)
                 patch.setattr(vectorized, "cuda_step_graphs", make)
             if tensor_scalars:
                 init = vectorized.VectorizedEngine.__init__

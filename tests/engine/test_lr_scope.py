@@ -19,6 +19,7 @@ from fedbench.engine.schedule import local_lr, round_info
 from fedbench.engine.setup import prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
 from tests.algorithms.harness import make
+from tests.engine.nets import build_engine
 
 #: cosine over K = 4 steps: 0.5 * (1 + cos(pi * (k - 1) / 4)), k = 1..4
 COS4 = [1.0, 0.5 * (1 + math.sqrt(0.5)), 0.5, 0.5 * (1 - math.sqrt(0.5))]
@@ -97,7 +98,7 @@ def test_fedavg_local_cosine_matches_hand_loop(tmp_path: Path, engine_cls: type[
     data = _config("fedavg")
     setup = _setup64(data)
     x = [p.detach().clone() for p in setup.model.parameters()]
-    engine = engine_cls(setup, RunFolder(tmp_path), None)
+    engine = build_engine(engine_cls, setup, RunFolder(tmp_path))
     for r in range(2):
         engine._round(r, local_lr(setup.cfg.algorithm, r, 2))
     got = [t.detach() for t in engine.x]

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.algorithms.base import GradientOracle, ParamSpec, RoundInfo, as_oracle
+from fedbench.algorithms.base import ParamSpec, RoundInfo, StepOracle
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine import stacked
 from fedbench.engine.client_state import stack_states
@@ -172,12 +172,12 @@ def _client(seed: int) -> list[torch.Tensor]:
 
 def test_the_oracles_norm_is_per_row_on_a_stack() -> None:
     a, b = _client(0), _client(1)
-    one = GradientOracle(lambda: a)
+    one = StepOracle(lambda: a)
     norms = [one.norm(a), one.norm(b)]
     assert norms[0].shape == () and float(norms[0]) != pytest.approx(float(norms[1]))
     expected = torch.cat([t.flatten() for t in a]).norm()
     torch.testing.assert_close(norms[0], expected, atol=0, rtol=1e-15)
-    rows = GradientOracle(lambda: _stack([a, b]), rows=2)
+    rows = StepOracle(lambda: _stack([a, b]), rows=2)
     found = rows.norm(_stack([a, b]))
     assert found.shape == (2,)
     torch.testing.assert_close(found, torch.stack(norms), atol=0, rtol=1e-15)
@@ -189,13 +189,16 @@ def test_the_oracles_norm_is_per_row_on_a_stack() -> None:
         torch.testing.assert_close(got, want, atol=0, rtol=1e-15)
 
 
-def test_a_plain_function_is_the_one_client_oracle() -> None:
-    def gradient() -> list[torch.Tensor]:
-        return []
+def test_the_one_client_oracle_calls_its_function() -> None:
+    calls: list[int] = []
 
-    oracle = as_oracle(gradient)
+    def gradient() -> list[torch.Tensor]:
+        calls.append(1)
+        return [torch.ones(2, dtype=F64)]
+
+    oracle = StepOracle(gradient)
     assert oracle.rows is None and oracle.compute is gradient
-    assert as_oracle(oracle) is oracle
+    assert torch.equal(oracle()[0], torch.ones(2, dtype=F64)) and calls == [1]
 
 
 def _quadratic(y: list[torch.Tensor], centre: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -218,14 +221,15 @@ def test_a_two_gradient_step_on_a_stack_is_each_client_alone(name: str) -> None:
         y = [t.clone() for t in x]
         local = alg.client_begin(x, server, None, info)
         for k in (1, 2):
-            alg.local_step_with_oracle(y, lambda y=y, c=centre: _quadratic(y, c), local, k, info)
+            oracle = StepOracle(lambda y=y, c=centre: _quadratic(y, c))
+            alg.local_step_with_oracle(y, oracle, local, k, info)
         singles.append(y)
         locals_.append(local)
     y = _stack([[t.clone() for t in x]] * 2)
     local = stack_states([alg.client_begin(x, server, None, info) for _ in centres])
     centre = _stack(centres)
     for k in (1, 2):
-        oracle = GradientOracle(lambda: _quadratic(y, centre), rows=2)
+        oracle = StepOracle(lambda: _quadratic(y, centre), rows=2)
         alg.local_step_with_oracle(y, oracle, local, k, info)
     for got, want in zip(y, _stack(singles), strict=True):
         torch.testing.assert_close(got, want, atol=1e-15, rtol=1e-14)

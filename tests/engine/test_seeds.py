@@ -221,15 +221,15 @@ def test_a_killed_group_resumes_each_seed_from_its_checkpoint(tmp_path: Path, mo
 def test_a_diverging_seed_ends_alone(tmp_path: Path, monkeypatch) -> None:
     """A seed whose weights turn NaN diverges; its NaNs stay in its rows of the stacked
     computation, and the other seeds go on to what they reach alone."""
-    original = VectorizedEngine.round_jobs
+    original = VectorizedEngine.round_of
 
-    def round_jobs(self: VectorizedEngine, r: int, lr: float, diagnostics: bool):
+    def round_of(self: VectorizedEngine, r: int, lr: float, diagnostics: bool):
         if self.cfg.seed == 2 and r == 1:
             self.x[0].fill_(float("nan"))
         return original(self, r, lr, diagnostics)
 
     cfgs = [_cfg(seed) for seed in SEEDS]
-    monkeypatch.setattr(VectorizedEngine, "round_jobs", round_jobs)
+    monkeypatch.setattr(VectorizedEngine, "round_of", round_of)
     results = train_together(cfgs, tmp_path / "together", save_model=True, prepare=prepare64)
     monkeypatch.undo()
     statuses = [r.status for r in results]  # type: ignore[union-attr]

@@ -21,7 +21,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
-from tests.engine.nets import batchnorm_net, with_model
+from tests.engine.nets import batchnorm_net, build_engine, with_model
 
 TOL = 1e-9  # float64
 FP32_REL = 1e-4  # relative norm of the difference in float32
@@ -56,7 +56,7 @@ def _train(
     data: dict, engine_cls: type[Engine], tmp: Path, dtype: torch.dtype = torch.float64
 ) -> Engine:
     setup = _setup(data, dtype)
-    engine = engine_cls(setup, RunFolder(tmp), None)
+    engine = build_engine(engine_cls, setup, RunFolder(tmp))
     for r in range(setup.cfg.fl.rounds):
         engine._round(r, local_lr(setup.cfg.algorithm, r, setup.cfg.fl.rounds))
     return engine
@@ -131,7 +131,7 @@ def test_parity_of_diagnostics(name: str, tmp_path: Path) -> None:
     found = []
     for engine_cls, sub in ((Engine, "s"), (VectorizedEngine, "v")):
         setup = _setup(data)
-        engine = engine_cls(setup, RunFolder(tmp_path / sub), None)
+        engine = build_engine(engine_cls, setup, RunFolder(tmp_path / sub))
         engine._round(0, local_lr(setup.cfg.algorithm, 0, 2), diagnostics=True)
         found.append(engine.diagnostics)
     seq, vec = found
@@ -175,7 +175,7 @@ def test_batchnorm_parity_with_per_client_statistics(algorithm: dict, tmp_path: 
     for engine_cls, sub in ((Engine, "s"), (VectorizedEngine, "v")):
         setup = _tiny_batchnorm_setup(data)
         assert vectorized_unsupported(setup) is None
-        engine = engine_cls(setup, RunFolder(tmp_path / sub), None)
+        engine = build_engine(engine_cls, setup, RunFolder(tmp_path / sub))
         for r in range(setup.cfg.fl.rounds):
             engine._round(r, local_lr(setup.cfg.algorithm, r, setup.cfg.fl.rounds))
         engines.append(engine)
@@ -200,7 +200,7 @@ def test_batchnorm_clients_of_unequal_batches_train_in_groups(tmp_path: Path) ->
     setup = _tiny_batchnorm_setup(data)
     engines = []
     for engine_cls, sub in ((Engine, "s"), (VectorizedEngine, "v")):
-        engine = engine_cls(_tiny_batchnorm_setup(data), RunFolder(tmp_path / sub), None)
+        engine = build_engine(engine_cls, _tiny_batchnorm_setup(data), RunFolder(tmp_path / sub))
         engine._round(0, 0.05)
         engines.append(engine)
     seq, vec = engines

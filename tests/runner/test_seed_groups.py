@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedbench.engine.plan import seeds_group_size
 from fedbench.runner.launcher import MAX_ATTEMPTS, Outcome, RunQueue, launch
-from fedbench.runner.seed_groups import group_size, seed_groups
+from fedbench.runner.seed_groups import seed_groups
 from fedbench.runner.table_config import expand, parse_table_config
 from tests.conftest import read_metrics, strip_elapsed, tiny_table_data
 from tests.runner.test_launcher import (
@@ -42,7 +43,7 @@ def test_groups_hold_the_seeds_of_one_cell() -> None:
     auto = _plan("auto", [0, 1, 2])
     assert [len(g) for g in seed_groups(auto.runs, gpus=True)] == [3, 3]
     assert [len(g) for g in seed_groups(auto.runs, gpus=False)] == [1] * 6
-    assert group_size(1, 5, gpus=True) == 1
+    assert seeds_group_size(1, 5, gpus=True) == 1
 
 
 def test_the_queue_settles_each_run_and_retries_the_failed_ones_together() -> None:

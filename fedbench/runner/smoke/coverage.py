@@ -4,7 +4,8 @@ all (CI on 2 CPU cores; `make gpu-check`'s time limit).
 The full check (`make smoke`) trains every (row, column) of every table, ablation and figure.
 The covering set keeps a cell when it is the first (cheapest first) to bring either
 - a new (model, input, privacy, engine, precision): the real model at its real input shape under
-  each privacy mode, engine and precision some table trains it with; or
+  each privacy mode, engine (the execution plan's executor) and precision some table trains it
+  with; or
 - a new (algorithm, privacy, engine, precision): each update rule under each privacy mode,
   engine and precision some table uses, on the cheapest model that table pairs it with.
 An algorithm's rule acts on parameter lists whatever the model, and a model's forward, backward
@@ -18,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from fedbench.config import RunConfig
+from fedbench.engine.plan import paper_executor
 from fedbench.runner.smoke.cells import SmokeCell
 
 #: Relative cost of a smoke run by model (others: 1), to cover the rules on cheap models first.
@@ -41,11 +43,11 @@ def input_key(cfg: RunConfig) -> str:
 def model_key(cfg: RunConfig) -> tuple[str, ...]:
     m = cfg.model
     model = m.name + (f"-{m.norm}" if m.name == "resnet18" else "") + ("+LoRA" if m.lora else "")
-    return (model, input_key(cfg), privacy_key(cfg), cfg.runtime.engine, cfg.runtime.precision)
+    return (model, input_key(cfg), privacy_key(cfg), paper_executor(cfg), cfg.runtime.precision)
 
 
 def rule_key(cfg: RunConfig) -> tuple[str, ...]:
-    return (cfg.algorithm.name, privacy_key(cfg), cfg.runtime.engine, cfg.runtime.precision)
+    return (cfg.algorithm.name, privacy_key(cfg), paper_executor(cfg), cfg.runtime.precision)
 
 
 def cost(cfg: RunConfig) -> int:
