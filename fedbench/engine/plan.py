@@ -3,8 +3,9 @@ reason, made in one place.
 
 `execution_plan(setup)` takes the prepared run (config, algorithm, model, device) and returns
 the executor (sequential rows, or clients stacked over a leading dimension), the precision,
-what `runtime.compile` compiles, CUDA graphs, the private clipping method and whether seeds
-train together. A choice that differs from what the config asked for (a fallback) is an entry
+what `runtime.compile` compiles, CUDA graphs, the private clipping method, whether seeds
+train together, and the CPU layout: threads, OpenMP wait policy and client processes
+(fedbench.engine.layout). A choice that differs from what the config asked for (a fallback) is an entry
 with `fallback: true` and its reason, never only a printed note: `fedbench train --print-plan`
 prints the plan, and summary.json records it under `plan`.
 
@@ -70,6 +71,16 @@ class ExecutionPlan:
     def executor(self) -> str:
         """`sequential` or `vectorized` (the engine that runs the rounds)."""
         return self["executor"].value
+
+    @property
+    def threads(self) -> int:
+        """torch's threads in each process of the run (fedbench.engine.layout)."""
+        return int(self["threads"].value)
+
+    @property
+    def client_processes(self) -> int:
+        """The processes that train a round's clients (fedbench.engine.layout)."""
+        return int(self["client_processes"].value)
 
     @property
     def fallbacks(self) -> list[Choice]:
@@ -207,4 +218,7 @@ def execution_plan(setup: RunSetup) -> ExecutionPlan:
     clipping = _clipping(setup)
     if clipping is not None:
         choices.append(clipping)
+    from fedbench.engine.layout import layout_choices  # it builds on Choice and SMALL_MODEL
+
+    choices.extend(layout_choices(setup, executor.value))
     return ExecutionPlan(tuple(choices))

@@ -74,6 +74,9 @@ class Trained:
     params: list[Tensor]
     buffers: Sequence[Tensor] = ()
     step_ratio: float | None = None
+    #: The local state as training left it, where it trained in another process (a copy of
+    #: `ClientStart.local`, which `client_end` then reads instead); None: trained in place.
+    local: State | None = None
 
 
 #: The local training: the clients handed over (one, or `clients_together`), each one's
@@ -102,9 +105,10 @@ def end_client(
     """`client_end` of one trained client: its new state stored, its upload (with its weight,
     buffers and, on diagnostic rounds, its block means of v and step ratio) added to `results`."""
     algorithm = fed.algorithm
+    local = start.local if trained.local is None else trained.local
     with torch.no_grad():
         upload, new_state = algorithm.client_end(
-            trained.params, fed.x, start.local, start.stored, start.info
+            trained.params, fed.x, local, start.stored, start.info
         )
     if new_state is not None:
         device = fed.state_device
@@ -115,7 +119,7 @@ def end_client(
         {key: list(tensors) for key, tensors in upload.items()},  # a foreach op's tuple, too
         fed.weight(start.client),
         buffers=trained.buffers,
-        v_block_means=algorithm.v_block_means(start.local) if results.diagnostics else None,
+        v_block_means=algorithm.v_block_means(local) if results.diagnostics else None,
         client=start.client,
         step_ratio=trained.step_ratio,
     )
