@@ -150,11 +150,17 @@ def table(rows: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
                 "max": round(max(speeds), 1),
                 "repeats": len(speeds),
                 "load": f"{min(loads):.2f}-{max(loads):.2f}",
-                "version": first.get("version") or f"fedbench, torch {first.get('torch', '?')}",
+                "version": first.get("version") or f"fedbench {_fedbench_version()}",
                 "layout": first.get("layout", ""),
             }
         )
     return out
+
+
+def _fedbench_version() -> str:
+    import fedbench
+
+    return fedbench.__version__
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -209,7 +215,9 @@ def main() -> None:
         for name, command in found.items():
             row = measure(command, args.timeout)
             if "client_processes" in row:  # fedbench bench
-                row["layout"] = f"{row['client_processes']} processes x {row['threads']} threads"
+                row["layout"] = (
+                    f"{row['client_processes']} process(es) x {row['threads']} thread(s)"
+                )
             rows.append({"name": name, "repeat": repeat, **row})
             print(
                 f"{name:48} {row['client_steps_per_s']:8.1f} client steps/s "

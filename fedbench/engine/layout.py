@@ -3,8 +3,8 @@ torch threads each process uses, the OpenMP wait policy they run with, and how m
 train a round's clients (fedbench.engine.client_pool).
 
 The rule comes from a measured table (docs/performance.md, "CPU layout"; rerun it with
-`python benchmarks/shared_machine.py`): on the digits CNN (421k parameters, batch 32), 20
-clients, 5 a round, K 20, on a quiet 2-core machine, one process at 2 threads (OpenMP waiting
+`python benchmarks/shared_machine.py`): on the digits CNN (53k parameters on 8x8 images, batch
+32), 20 clients, 5 a round, K 20, on a quiet 2-core machine, one process at 2 threads (OpenMP waiting
 passively) ran 209 client steps/s and one process at 1 thread 442: a small model's kernels are
 too short to split over threads, and a thread that waits for the others costs more than it
 adds. Separate clients are independent work, so the run's other cores train other clients of
