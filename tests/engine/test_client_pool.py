@@ -6,6 +6,7 @@ own process."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -160,3 +161,19 @@ def test_a_sigkill_of_the_runs_process_ends_its_client_processes_and_resumes_exa
     fresh = train(load_run_config(None, alone), tmp_path / "fresh", save_model=True)
     assert fresh.run_dir.name == resumed.run_dir.name
     _assert_same_run(resumed.run_dir, fresh.run_dir)
+
+
+def test_an_error_in_a_client_process_ends_the_run_with_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import fedbench.engine.client_pool as client_pool
+
+    def broken(*args, **kwargs):
+        raise ValueError("a step that cannot run")
+
+    # Patched before the processes are forked: they train with it, this process does not.
+    monkeypatch.setattr(client_pool, "run_client", broken)
+    with pytest.raises(ClientProcessError, match=r"(?s)failed:.*ValueError: a step that cannot"):
+        train(_config("fedavg", 2), tmp_path)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "failed"
