@@ -29,16 +29,30 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from fedbench.engine.client import run_client
+from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.protocol import ClientStart, Trained
+from fedbench.engine.setup import RunSetup
 
-if TYPE_CHECKING:
-    from fedbench.engine.loop import Engine
+
+class Engine(Protocol):
+    """What the pool reads of the sequential engine (fedbench.engine.loop.Engine)."""
+
+    setup: RunSetup
+    #: The global weights and buffers of the round, copied into the model by `_load_global`.
+    x: list[Tensor]
+    global_buffers: list[Tensor]
+    #: The resident model's trainable parameters and state_dict buffers.
+    params: list[Tensor]
+    buffers: list[Tensor]
+    local_training: LocalTraining
+
+    def _load_global(self) -> None: ...
+
 
 #: Clients handed to a process ahead of the one it trains: it starts the next at once, while
 #: this process is still busy with its own client.

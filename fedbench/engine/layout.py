@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from typing import NamedTuple
 
-from fedbench.engine.plan import SMALL_MODEL, Choice
 from fedbench.engine.schedule import clients_per_round
 from fedbench.engine.setup import RunSetup
 from fedbench.threads import (
@@ -33,6 +33,17 @@ from fedbench.threads import (
     set_by_someone_else,
 )
 
+
+class Entry(NamedTuple):
+    """One entry of the plan (fedbench.engine.plan.Choice's fields, which the plan builds from
+    it: the plan imports this module, not the other way round)."""
+
+    what: str
+    value: str
+    reason: str
+    fallback: bool = False
+
+
 #: A run of fewer client steps (rounds x sampled clients x K) trains in one process: a process
 #: is forked and handed each round's weights, which pays off over a few hundred steps of a
 #: small model (a step of the digits CNN takes about 2 ms), and a test's run of a few steps
@@ -40,40 +51,36 @@ from fedbench.threads import (
 MIN_SPLIT_STEPS = 500
 
 
-def _one_thread_wins(setup: RunSetup, executor: str) -> bool:
+def _one_thread_wins(setup: RunSetup, executor: str, small: bool) -> bool:
     """Whether the measured rule gives this run one thread per process (module docstring)."""
-    return (
-        setup.device.type == "cpu"
-        and executor == "sequential"
-        and setup.algorithm.spec.d < SMALL_MODEL
-    )
+    return setup.device.type == "cpu" and executor == "sequential" and small
 
 
-def threads_choice(setup: RunSetup, executor: str) -> Choice:
+def threads_choice(setup: RunSetup, executor: str, small: bool) -> Entry:
     """torch's threads in each process of the run, and why."""
     setting = setup.cfg.runtime.threads
     if setting != "auto":
         choice = capped(int(setting), "runtime.threads")
-        return Choice("threads", str(choice.value), choice.reason, choice.value < int(setting))
+        return Entry("threads", str(choice.value), choice.reason, choice.value < int(setting))
     someone = set_by_someone_else()
     if someone is not None:
-        return Choice("threads", str(someone), "set in this process by torch.set_num_threads")
+        return Entry("threads", str(someone), "set in this process by torch.set_num_threads")
     given = os.environ.get("OMP_NUM_THREADS", "")
     if given.isdigit() and int(given) > 0:
         choice = capped(int(given), "OMP_NUM_THREADS")
-        return Choice("threads", str(choice.value), choice.reason)
-    if _one_thread_wins(setup, executor):
-        return Choice(
+        return Entry("threads", str(choice.value), choice.reason)
+    if _one_thread_wins(setup, executor, small):
+        return Entry(
             "threads",
             "1",
             "auto: a model under 1M parameters on the CPU: one thread per process measured "
             "fastest (digits CNN, quiet 2 cores: 442 client steps/s at 1 thread, 209 at 2)",
         )
     cores = run_cores()
-    return Choice("threads", str(cores.value), cores.reason)
+    return Entry("threads", str(cores.value), cores.reason)
 
 
-def wait_policy_choice(threads: int) -> Choice:
+def wait_policy_choice(threads: int) -> Entry:
     """The OpenMP wait policy: read once, when torch loads OpenMP (set at fedbench's import,
     fedbench.threads), so the plan says which one the run has and what it does here."""
     policy = current_wait_policy()
@@ -86,7 +93,7 @@ def wait_policy_choice(threads: int) -> Choice:
         )
     else:
         why = "threads spin while they wait: the thread count leaves the busy cores out"
-    return Choice("omp_wait_policy", policy, why)
+    return Entry("omp_wait_policy", policy, why)
 
 
 def _why_one_process(setup: RunSetup, executor: str) -> str | None:
@@ -109,7 +116,7 @@ def _why_one_process(setup: RunSetup, executor: str) -> str | None:
     return None
 
 
-def processes_choice(setup: RunSetup, executor: str, threads: int) -> Choice:
+def processes_choice(setup: RunSetup, executor: str, threads: int, small: bool) -> Entry:
     """How many processes train each round's clients (this one and forked ones), and why."""
     cfg = setup.cfg
     asked = cfg.runtime.client_processes
@@ -117,16 +124,16 @@ def processes_choice(setup: RunSetup, executor: str, threads: int) -> Choice:
     why_not = _why_one_process(setup, executor)
     if asked != "auto":
         if asked == 1:
-            return Choice("client_processes", "1", "runtime.client_processes 1")
+            return Entry("client_processes", "1", "runtime.client_processes 1")
         if why_not is not None:
-            return Choice("client_processes", "1", f"{asked} asked, but {why_not}", True)
+            return Entry("client_processes", "1", f"{asked} asked, but {why_not}", True)
         n = min(int(asked), sampled)
         capped_note = f" (at most the {sampled} clients of a round)" if n < int(asked) else ""
-        return Choice("client_processes", str(n), f"runtime.client_processes {asked}{capped_note}")
+        return Entry("client_processes", str(n), f"runtime.client_processes {asked}{capped_note}")
     if why_not is not None:
-        return Choice("client_processes", "1", f"auto: {why_not}")
-    if setup.algorithm.spec.d >= SMALL_MODEL:
-        return Choice(
+        return Entry("client_processes", "1", f"auto: {why_not}")
+    if not small:
+        return Entry(
             "client_processes",
             "1",
             "auto: a model of 1M parameters or more: threads take the cores",
@@ -134,7 +141,7 @@ def processes_choice(setup: RunSetup, executor: str, threads: int) -> Choice:
     cores = run_cores()
     n = min(cores.value // max(threads, 1), sampled)
     if n < 2:
-        return Choice(
+        return Entry(
             "client_processes",
             "1",
             f"auto: the run's {cores.value} cores hold one process of {threads} threads "
@@ -142,13 +149,13 @@ def processes_choice(setup: RunSetup, executor: str, threads: int) -> Choice:
         )
     steps = cfg.fl.rounds * sampled * cfg.fl.local_steps
     if steps < MIN_SPLIT_STEPS:
-        return Choice(
+        return Entry(
             "client_processes",
             "1",
             f"auto: {steps} client steps in all, fewer than the {MIN_SPLIT_STEPS} a process "
             "pays off over",
         )
-    return Choice(
+    return Entry(
         "client_processes",
         str(n),
         f"auto: the round's {sampled} clients over {n} processes of {threads} thread"
@@ -157,12 +164,13 @@ def processes_choice(setup: RunSetup, executor: str, threads: int) -> Choice:
     )
 
 
-def layout_choices(setup: RunSetup, executor: str) -> list[Choice]:
-    """The plan's `threads`, `omp_wait_policy` and `client_processes` entries."""
-    threads = threads_choice(setup, executor)
+def layout_choices(setup: RunSetup, executor: str, small: bool) -> list[Entry]:
+    """The plan's `threads`, `omp_wait_policy` and `client_processes` entries; `small`: the
+    model is under the plan's SMALL_MODEL parameters."""
+    threads = threads_choice(setup, executor, small)
     count = int(threads.value)
     return [
         threads,
         wait_policy_choice(count),
-        processes_choice(setup, executor, count),
+        processes_choice(setup, executor, count, small),
     ]

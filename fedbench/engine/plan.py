@@ -21,6 +21,7 @@ from typing import Any
 from fedbench.engine.accelerate import cuda_graphs_wanted, has_conv
 from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.graphed import stacked_graphs_unsupported
+from fedbench.engine.layout import layout_choices
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import FedbenchError
 
@@ -218,7 +219,6 @@ def execution_plan(setup: RunSetup) -> ExecutionPlan:
     clipping = _clipping(setup)
     if clipping is not None:
         choices.append(clipping)
-    from fedbench.engine.layout import layout_choices  # it builds on Choice and SMALL_MODEL
-
-    choices.extend(layout_choices(setup, executor.value))
+    small = setup.algorithm.spec.d < SMALL_MODEL
+    choices.extend(Choice(*entry) for entry in layout_choices(setup, executor.value, small))
     return ExecutionPlan(tuple(choices))
