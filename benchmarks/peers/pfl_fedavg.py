@@ -1,9 +1,11 @@
-"""pfl-research (Apple's `pfl`) on the peers' workload: FederatedAveraging, one process, the
+"""pfl-research (Apple's `pfl`) on the peers' workload: FederatedAveraging, one process (or
+several under `torchrun`, pfl's multi-process mode), the
 clients' K batches as each user's dataset (one local epoch of K batches of B), local SGD at
 the workload's lr, central SGD at lr 1 (the mean of the updates)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import version
 
@@ -94,11 +96,15 @@ def main() -> None:
         model_eval_params=NNEvalHyperParams(local_batch_size=1024),
         callbacks=[Clock()],
     )
-    report(
-        clock.seconds(),
-        system=f"pfl-research, 1 process x {threads} thread(s)",
-        version=version("pfl"),
-    )
+    # Under torchrun (pfl's multi-process mode: a round's clients split over the processes)
+    # every process runs the rounds; the first one reports.
+    processes = int(os.environ.get("WORLD_SIZE", "1"))
+    if os.environ.get("RANK", "0") == "0":
+        report(
+            clock.seconds(),
+            system=f"pfl-research, {processes} process(es) x {threads} thread(s)",
+            version=version("pfl"),
+        )
 
 
 if __name__ == "__main__":

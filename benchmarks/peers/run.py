@@ -10,7 +10,8 @@ same torch build):
 - fedbench's default (`fedbench bench`, the execution plan's threads and client processes),
   and fedbench at `runtime.threads=1`, `runtime.client_processes=1`;
 - a bare PyTorch loop (benchmarks/peers/bare_loop.py), at 1 thread and at every core;
-- pfl-research (`pip install "pfl[pytorch]"`, pfl_fedavg.py), one process at 1 thread;
+- pfl-research (`pip install "pfl[pytorch]"`, pfl_fedavg.py), one process at 1 thread, and
+  one process of 1 thread per core (its multi-process mode, under torchrun);
 - a Flower simulation (`pip install "flwr[simulation]"`, flower_fedavg.py), Ray, one actor.
 
 Every repeat runs every system once, in turn (A B C A B C ...), so that a load that changes
@@ -109,6 +110,18 @@ def systems(cache: Path, data: Path, cores: int) -> dict[str, list[str]]:
     pfl = virtualenv(cache, "pfl")
     found["pfl-research, 1 process x 1 thread"] = [
         str(pfl),
+        str(HERE / "pfl_fedavg.py"),
+        str(data),
+        "1",
+    ]
+    # pfl's multi-process mode: torchrun starts one process per core, and each round's
+    # clients are split over them.
+    found[f"pfl-research, {cores} processes x 1 thread"] = [
+        str(pfl),
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={cores}",
         str(HERE / "pfl_fedavg.py"),
         str(data),
         "1",
