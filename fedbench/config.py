@@ -264,6 +264,11 @@ class RuntimeConfig(Strict):
     #: where OpenMP waits passively (fedbench's default), else the free ones (less the 1-minute
     #: load average; fedbench.threads); a number overrides.
     threads: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
+    #: Processes that train a round's sampled clients (the run's own and forked ones, each with
+    #: `threads` threads); the uploads are aggregated in client order, so the result is bitwise
+    #: the one-process run's at the same threads. auto = the execution plan's choice
+    #: (fedbench.engine.layout): for a small model on the CPU, the run's cores at one thread each.
+    client_processes: Annotated[int, Field(ge=1)] | Literal["auto"] = "auto"
     loggers: list[Literal["tensorboard", "wandb", "mlflow"]] = Field(
         default_factory=list,
         description="experiment trackers that also receive every metrics row, writing inside "
@@ -315,6 +320,7 @@ def _drop_speed_settings(runtime: dict[str, Any]) -> None:
         "gpus_per_run",
         "cpus_per_run",
         "threads",
+        "client_processes",
     ):
         runtime.pop(key, None)
     # The engines are one computation (they agree to float rounding): `auto`, the default since

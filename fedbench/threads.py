@@ -123,6 +123,7 @@ def apply(choice: ThreadChoice, *, automatic: bool = True) -> ThreadChoice:
     global _auto, _applied, _last
     import torch
 
+    torch_default_threads()  # read before the first change
     torch.set_num_threads(choice.value)
     _applied, _last = choice.value, choice
     if automatic:
@@ -143,7 +144,7 @@ def threads_for_run(
     import torch
 
     if setting != "auto":
-        return apply(ThreadChoice(int(setting), source), automatic=False)
+        return apply(capped(int(setting), source), automatic=False)
     current = torch.get_num_threads()
     if _applied is not None and current != _applied:
         _last = ThreadChoice(current, "set in this process by torch.set_num_threads")
@@ -157,6 +158,61 @@ def threads_for_run(
     # these loops down): never more than it, so that a quiet machine runs as it did before.
     cores = min(available_cores(), current)
     return apply(choose_threads(cores, load_average(), passive=waits_passively()))
+
+
+def capped(value: int, source: str) -> ThreadChoice:
+    """A thread count asked for (`runtime.threads`, `--threads`), at most the cores this process
+    may run on: more threads than cores only queue behind each other (and 10000 of them would
+    start 10000 threads)."""
+    cores = available_cores()
+    if value <= cores:
+        return ThreadChoice(value, source)
+    return ThreadChoice(
+        cores, f"{source} {value}, capped at the {cores} cores this process may use (CPU affinity)"
+    )
+
+
+def asked_capped(setting: int | Literal["auto"]) -> bool:
+    """Whether a numeric `setting` is above the cores this process may run on (`capped`)."""
+    return setting != "auto" and int(setting) > available_cores()
+
+
+def run_cores() -> ThreadChoice:
+    """The cores one run may use, without setting anything: a sweep worker's share (the choice
+    its launcher handed it), this process' own first choice, else the cores of the process (its
+    affinity, at most torch's default of physical cores) as `choose_threads` counts them."""
+    if _auto is not None:
+        return _auto
+    cores = min(available_cores(), torch_default_threads())
+    return choose_threads(cores, load_average(), passive=waits_passively())
+
+
+#: torch's own thread count before fedbench first set one (its count of physical cores).
+_default: int | None = None
+
+
+def torch_default_threads() -> int:
+    """torch's default thread count (read before fedbench changes it, and kept)."""
+    global _default
+    if _default is None:
+        import torch
+
+        _default = torch.get_num_threads() if _applied is None else max(_applied, 1)
+    return _default
+
+
+def set_by_someone_else() -> int | None:
+    """The thread count a caller set in this process with torch.set_num_threads since fedbench
+    last set one (None: fedbench's count is in place, or fedbench never set one)."""
+    import torch
+
+    current = torch.get_num_threads()
+    return current if _applied is not None and current != _applied else None
+
+
+def current_wait_policy() -> str:
+    """The OpenMP wait policy this process runs with, and who set it (`passive_wait_policy`)."""
+    return _wait_policy
 
 
 def waits_passively(environ: Any = None) -> bool:

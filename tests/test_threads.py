@@ -118,7 +118,17 @@ def fresh_choice(monkeypatch):
     torch.set_num_threads(before)
 
 
-def test_runtime_threads_overrides(fresh_choice):
+def test_runtime_threads_is_capped_at_the_cores_of_the_process(fresh_choice, monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    choice = threads_for_run(10000)
+    assert choice == ThreadChoice(
+        2, "runtime.threads 10000, capped at the 2 cores this process may use (CPU affinity)"
+    )
+    assert torch.get_num_threads() == 2
+
+
+def test_runtime_threads_overrides(fresh_choice, monkeypatch):
+    monkeypatch.setattr(threads, "available_cores", lambda: 4)
     assert threads_for_run(3) == ThreadChoice(3, "runtime.threads")
     assert torch.get_num_threads() == 3
     assert threads.current_record()["value"] == 3

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from fedbench.config import RunConfig
+from fedbench.engine.loop import Engine
 from fedbench.engine.plan import ExecutionPlan
 from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
@@ -109,38 +110,51 @@ def run_bench(
         torch.cuda.reset_peak_memory_stats(device)
     with temporary_folder("fedbench-bench-") as tmp:
         engine = select_engine(setup, RunFolder(tmp), None)
-        engine_name = engine.name
-        bare = BareLoop(setup, engine.plan)
-        steps_per_round = len(setup.schedule[0]) * cfg.fl.local_steps
+        try:
+            measured = _measure(engine, setup, rounds, warmup, repeats)
+        finally:
+            engine.close_layout()
+    return {**measured, "peak_mem_mb": peak_memory_mb(device)}
 
-        def engine_rounds(first: int, count: int) -> float:
-            _sync(device)
-            t0 = time.perf_counter()
-            for r in range(first, first + count):
-                engine._round(r, local_lr(cfg.algorithm, r, cfg.fl.rounds))
-            _sync(device)
-            return time.perf_counter() - t0
 
-        def bare_steps(count: int) -> float:
-            _sync(device)
-            t0 = time.perf_counter()
-            bare.steps(count)
-            _sync(device)
-            return time.perf_counter() - t0
+def _measure(
+    engine: Engine, setup: RunSetup, rounds: int, warmup: int, repeats: int
+) -> dict[str, Any]:
+    """run_bench's measurement, on `engine` with its CPU layout in place."""
+    cfg, device = setup.cfg, setup.device
+    engine.start_layout()
+    engine_name = engine.name
+    bare = BareLoop(setup, engine.plan)
+    steps_per_round = len(setup.schedule[0]) * cfg.fl.local_steps
 
-        # The engine runs first, so the peak read before the bare loop starts is the engine's.
-        engine_times, bare_times = [], []
-        if warmup:
-            engine_rounds(0, warmup)
-        else:
-            engine_times.append(engine_rounds(0, rounds))
-        engine_peak = peak_memory_mb(device)
-        bare_steps(warmup * steps_per_round)
-        for rep in range(len(engine_times), repeats):
-            engine_times.append(engine_rounds(warmup + rep * rounds, rounds))
-            bare_times.append(bare_steps(rounds * steps_per_round))
-        if not bare_times:
-            bare_times.append(bare_steps(rounds * steps_per_round))
+    def engine_rounds(first: int, count: int) -> float:
+        _sync(device)
+        t0 = time.perf_counter()
+        for r in range(first, first + count):
+            engine._round(r, local_lr(cfg.algorithm, r, cfg.fl.rounds))
+        _sync(device)
+        return time.perf_counter() - t0
+
+    def bare_steps(count: int) -> float:
+        _sync(device)
+        t0 = time.perf_counter()
+        bare.steps(count)
+        _sync(device)
+        return time.perf_counter() - t0
+
+    # The engine runs first, so the peak read before the bare loop starts is the engine's.
+    engine_times, bare_times = [], []
+    if warmup:
+        engine_rounds(0, warmup)
+    else:
+        engine_times.append(engine_rounds(0, rounds))
+    engine_peak = peak_memory_mb(device)
+    bare_steps(warmup * steps_per_round)
+    for rep in range(len(engine_times), repeats):
+        engine_times.append(engine_rounds(warmup + rep * rounds, rounds))
+        bare_times.append(bare_steps(rounds * steps_per_round))
+    if not bare_times:
+        bare_times.append(bare_steps(rounds * steps_per_round))
     steps = rounds * steps_per_round
     engine_s, bare_s = min(engine_times), min(bare_times)
     # The plan's CUDA-graphs choice, and the vectorised executor's step graphs (captured,
@@ -170,8 +184,8 @@ def run_bench(
         "client_steps_per_s": steps / engine_s,
         "bare_steps_per_s": steps / bare_s,
         "overhead": engine_s / bare_s,
-        "peak_mem_mb": peak_memory_mb(device),
         "engine_peak_mem_mb": engine_peak,
+        "client_processes": 1 if engine.pool is None else 1 + len(engine.pool.processes),
         "threads": torch.get_num_threads(),
         "threads_reason": current_record()["reason"],
         "omp_wait_policy": current_record()["omp_wait_policy"],

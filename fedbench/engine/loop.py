@@ -25,6 +25,7 @@ from fedbench.engine.captured import CapturedStep
 from fedbench.engine.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from fedbench.engine.checkpoint_state import checkpoint_problem
 from fedbench.engine.client import LocalTraining, run_client
+from fedbench.engine.client_pool import ClientPool
 from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
 from fedbench.engine.per_client import per_client_metrics
@@ -52,7 +53,8 @@ from fedbench.models.representation import represent_with, representation_split
 from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
 from fedbench.step import Objective
-from fedbench.threads import current_record
+from fedbench.threads import ThreadChoice, current_record
+from fedbench.threads import apply as apply_threads
 
 #: The server-state entry of the engine's client-level DP state (the adaptive clip C).
 CLIENT_DP_KEY = "client_level_dp"
@@ -187,6 +189,9 @@ class Engine:
         #: Where the final model goes (`--save-model`), written before the summary: a run is
         #: finished only with its model.pt in place, so a kill while writing it is resumed.
         self.model_file: Path | None = None
+        #: The processes that train clients of a round beside this one (the plan's
+        #: client_processes; started by `start_layout`), or None: every client trains here.
+        self.pool: ClientPool | None = None
 
     def _captured_step(self) -> CapturedStep:
         """The compiled whole client step (the plan's `compile: step`, fedbench.engine.captured)."""
@@ -310,8 +315,7 @@ class Engine:
             return
         info = round_info(cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
 
-        def train(starts: list[ClientStart]) -> list[Trained]:
-            (start,) = starts
+        def train_one(start: ClientStart) -> Trained:
             self._load_global()
             step_ratio = run_client(
                 self.local_training,
@@ -321,7 +325,11 @@ class Engine:
                 info=start.info,
                 measure_steps=diagnostics,
             )
-            return [Trained([p.detach() for p in self.params], self.buffers, step_ratio)]
+            return Trained([p.detach() for p in self.params], self.buffers, step_ratio)
+
+        def train(starts: list[ClientStart]) -> list[Trained]:
+            (start,) = starts
+            return [train_one(start)]
 
         def steps_of(client: int) -> int:
             return client_local_steps(
@@ -329,7 +337,25 @@ class Engine:
             )
 
         results = self._new_results(r, diagnostics)
-        found = run_round(self.federation(), clients, info, train, results, steps_of=steps_of)
+        fed = self.federation()
+        if self.pool is None:
+            found = run_round(fed, clients, info, train, results, steps_of=steps_of)
+        else:
+            pool = self.pool
+
+            def kept(start: ClientStart) -> Trained:
+                # Every client of the round is trained before the first ends: a copy of the
+                # resident model's weights, which the next client here overwrites.
+                trained = train_one(start)
+                params = [p.clone() for p in trained.params]
+                return Trained(params, [b.clone() for b in trained.buffers], trained.step_ratio)
+
+            def pooled(starts: list[ClientStart]) -> list[Trained]:
+                return pool.train(starts, kept, diagnostics)
+
+            found = run_round(
+                fed, clients, info, pooled, results, steps_of=steps_of, clients_together=None
+            )
         self._after_round(results, found)
 
     def federation(self) -> Federation:
@@ -389,14 +415,37 @@ class Engine:
     # --- the run ----------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         """Train the remaining rounds (from the checkpoint, if any) and write the summary."""
-        run = self.begin()
+        # Before the progress display starts its thread: the client processes are forked
+        # from a process of one thread; the first evaluation runs on the run's threads, too.
+        self.start_layout()
         try:
-            self.first_evaluation(run)
-            while not run.over:
-                self.step(run, functools.partial(self._round, *self.round_plan(run)))
+            run = self.begin()
+            try:
+                self.first_evaluation(run)
+                while not run.over:
+                    self.step(run, functools.partial(self._round, *self.round_plan(run)))
+            finally:
+                run.progress.close()
         finally:
-            run.progress.close()
+            self.close_layout()
         return self.end(run)
+
+    def start_layout(self) -> None:
+        """Put the plan's CPU layout in place (fedbench.engine.layout): torch's threads here,
+        and the processes that train clients beside this one (forked now, so that they share
+        the run's data and model as they are)."""
+        if self.plan is None or "threads" not in {c.what for c in self.plan.choices}:
+            return
+        threads = self.plan["threads"]
+        apply_threads(ThreadChoice(self.plan.threads, threads.reason), automatic=False)
+        if self.plan.client_processes > 1 and self.pool is None and not self.stacks_rows:
+            self.pool = ClientPool(self, self.plan.client_processes - 1, self.plan.threads)
+
+    def close_layout(self) -> None:
+        """End the processes `start_layout` started."""
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
     def begin(self) -> RunPass:
         """Resume from the checkpoint (if any) and start the progress display."""

@@ -3,8 +3,9 @@ reason, made in one place.
 
 `execution_plan(setup)` takes the prepared run (config, algorithm, model, device) and returns
 the executor (sequential rows, or clients stacked over a leading dimension), the precision,
-what `runtime.compile` compiles, CUDA graphs, the private clipping method and whether seeds
-train together. A choice that differs from what the config asked for (a fallback) is an entry
+what `runtime.compile` compiles, CUDA graphs, the private clipping method, whether seeds
+train together, and the CPU layout: threads, OpenMP wait policy and client processes
+(fedbench.engine.layout). A choice that differs from what the config asked for (a fallback) is an entry
 with `fallback: true` and its reason, never only a printed note: `fedbench train --print-plan`
 prints the plan, and summary.json records it under `plan`.
 
@@ -30,6 +31,7 @@ from fedbench.algorithms.base import Algorithm
 from fedbench.config import RunConfig
 from fedbench.engine.accelerate import has_conv
 from fedbench.engine.captured import captured_unsupported
+from fedbench.engine.layout import layout_choices
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import FedbenchError
 
@@ -117,6 +119,16 @@ class ExecutionPlan:
         """bk, ghost or vmap for a sample-level DP run; None for any other run."""
         found = [c.value for c in self.choices if c.what == "clipping"]
         return found[0] if found else None
+
+    @property
+    def threads(self) -> int:
+        """torch's threads in each process of the run (fedbench.engine.layout)."""
+        return int(self["threads"].value)
+
+    @property
+    def client_processes(self) -> int:
+        """The processes that train a round's clients (fedbench.engine.layout)."""
+        return int(self["client_processes"].value)
 
     @property
     def fallbacks(self) -> list[Choice]:
@@ -333,6 +345,8 @@ def execution_plan(setup: RunSetup, group: int | None = None) -> ExecutionPlan:
     clipping = _clipping(setup)
     if clipping is not None:
         choices.append(clipping)
+    small = setup.algorithm.spec.d < SMALL_MODEL
+    choices.extend(Choice(*entry) for entry in layout_choices(setup, executor.value, small))
     runtime, privacy = setup.cfg.runtime, setup.cfg.privacy
     required = {"cuda_graphs"} if runtime.cuda_graphs == "on" else set()
     if clipping is not None and privacy is not None and privacy.clipping != "auto":

@@ -77,7 +77,9 @@ class Trained:
     buffers: Sequence[Tensor] = ()
     step_ratio: float | None = None
     #: The client's local state after training, where the trainer kept it apart from the one
-    #: `client_begin` returned (stacked rows); None: that one, updated in place.
+    #: `client_begin` returned (stacked rows, or a client trained in another process: a copy
+    #: of `ClientStart.local`), which `client_end` then reads instead; None: that one, updated
+    #: in place.
     local: State | None = None
 
 

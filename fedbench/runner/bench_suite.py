@@ -319,10 +319,9 @@ def measure(
     from fedbench.engine.bench import run_bench
     from fedbench.threads import threads_for_run
 
-    cfg = load_run_config(config, overrides)
-    # As a run chooses them (runtime.threads, else the free cores); --threads overrides both.
-    if threads is None:
-        threads_for_run(cfg.runtime.threads)
-    else:
-        threads_for_run(threads, source="--threads")
+    # As a run chooses them (runtime.threads, else the execution plan's choice, which the
+    # engine puts in place); --threads is runtime.threads.
+    extra = [] if threads is None else [f"runtime.threads={threads}"]
+    cfg = load_run_config(config, [*overrides, *extra])
+    threads_for_run(cfg.runtime.threads)
     return run_bench(cfg, rounds=rounds, warmup=warmup, repeats=repeats), None

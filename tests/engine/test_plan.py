@@ -26,6 +26,7 @@ def test_a_default_run_is_sequential_eager_fp32() -> None:
     assert plan.executor == "sequential"
     assert [c.what for c in plan.choices] == [
         "executor", "precision", "compile", "cuda_graphs", "channels_last", "seeds_together",
+        "threads", "omp_wait_policy", "client_processes",
     ]  # fmt: skip
     assert plan["compile"].value == "off" and plan["cuda_graphs"].value == "off"
     assert plan.fallbacks == []

@@ -1,0 +1,135 @@
+"""The CPU layout entries of the execution plan (fedbench.engine.layout): threads per process,
+the OpenMP wait policy and the client processes, each with its reason; the cores divided
+between a sweep's workers and a run's processes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedbench import threads
+from fedbench.config import load_run_config
+from fedbench.engine.layout import MIN_SPLIT_STEPS
+from fedbench.engine.plan import ExecutionPlan, execution_plan
+from fedbench.engine.setup import prepare_run
+from fedbench.threads import ThreadChoice
+
+pytestmark = pytest.mark.engine
+
+#: The peers' workload: 20 clients, 5 a round, K 20: 1200 client steps in 12 rounds.
+WORKLOAD = [
+    "data.name=digits",
+    "model.name=cnn",
+    "runtime.device=cpu",
+    "partition.clients=20",
+    "fl.participation=0.25",
+    "fl.local_steps=20",
+    "fl.rounds=12",
+]
+
+
+@pytest.fixture
+def two_quiet_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process on 2 cores that chose no threads yet, OpenMP waiting passively, no load."""
+    for name in ("_auto", "_applied", "_last"):
+        monkeypatch.setattr(threads, name, None)
+    monkeypatch.setattr(threads, "_default", 2)
+    monkeypatch.setattr(threads, "_wait_policy", "PASSIVE (set by fedbench)")
+    monkeypatch.setattr(threads, "available_cores", lambda: 2)
+    monkeypatch.setattr(threads, "load_average", lambda: 0.0)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+
+
+def _plan(*items: str) -> ExecutionPlan:
+    return execution_plan(prepare_run(load_run_config(None, [*WORKLOAD, *items])))
+
+
+def test_a_small_model_runs_one_thread_per_process_on_every_core(two_quiet_cores) -> None:
+    plan = _plan()
+    assert [c.what for c in plan.choices][-3:] == ["threads", "omp_wait_policy", "client_processes"]
+    assert plan.threads == 1 and plan.client_processes == 2
+    assert "442 client steps/s at 1 thread, 209 at 2" in plan["threads"].reason
+    assert plan["omp_wait_policy"].value == "PASSIVE (set by fedbench)"
+    assert "does not act" in plan["omp_wait_policy"].reason
+    assert "5 clients over 2 processes of 1 thread" in plan["client_processes"].reason
+    assert plan.fallbacks == []
+
+
+def test_runtime_threads_is_capped_at_the_cores_of_the_process(two_quiet_cores) -> None:
+    plan = _plan("runtime.threads=10000")
+    choice = plan["threads"]
+    assert plan.threads == 2 and choice.fallback
+    assert choice.reason == (
+        "runtime.threads 10000, capped at the 2 cores this process may use (CPU affinity)"
+    )
+    # Two threads fill the two cores: one process.
+    assert plan.client_processes == 1
+    assert "2 cores hold one process of 2 threads" in plan["client_processes"].reason
+    assert "threads sleep while they wait" in plan["omp_wait_policy"].reason
+
+
+def test_a_short_run_stays_in_one_process(two_quiet_cores) -> None:
+    plan = _plan("fl.rounds=4")  # 4 x 5 x 20 = 400 client steps
+    assert MIN_SPLIT_STEPS > 400
+    assert plan.threads == 1 and plan.client_processes == 1
+    assert f"400 client steps in all, fewer than the {MIN_SPLIT_STEPS}" in (
+        plan["client_processes"].reason
+    )
+
+
+def test_a_sweep_workers_share_of_the_cores_bounds_its_processes(
+    two_quiet_cores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The launcher of a sweep of 2 workers on 2 cores handed this one 1 core.
+    monkeypatch.setattr(threads, "_auto", ThreadChoice(1, "auto: 2 cores over 2 workers: 1"))
+    plan = _plan()
+    assert plan.threads == 1 and plan.client_processes == 1
+    assert "the run's 1 cores hold one process" in plan["client_processes"].reason
+    # On 8 cores split over 2 workers, each run gets 4 processes.
+    monkeypatch.setattr(threads, "available_cores", lambda: 8)
+    monkeypatch.setattr(threads, "_auto", ThreadChoice(4, "auto: 8 cores over 2 workers: 4"))
+    assert _plan().client_processes == 4
+
+
+def test_processes_never_outnumber_a_rounds_clients(two_quiet_cores, monkeypatch) -> None:
+    monkeypatch.setattr(threads, "available_cores", lambda: 16)
+    monkeypatch.setattr(threads, "_default", 16)
+    assert _plan().client_processes == 5
+    asked = _plan("runtime.client_processes=8")["client_processes"]
+    assert asked.value == "5" and "at most the 5 clients of a round" in asked.reason
+
+
+@pytest.mark.parametrize(
+    ("items", "why"),
+    [
+        (["runtime.compile=true"], "vectorized executor"),
+        (["runtime.engine=sequential", "runtime.compile=true"], "compile its own step"),
+        (["algorithm.name=dp_fedavg"], "sample-level DP"),
+    ],
+)
+def test_runs_that_cannot_split_say_why(two_quiet_cores, items: list[str], why: str) -> None:
+    auto = _plan(*items)["client_processes"]
+    assert auto.value == "1" and why in auto.reason and not auto.fallback
+    asked = _plan(*items, "runtime.client_processes=2")["client_processes"]
+    assert asked.value == "1" and asked.fallback and why in asked.reason
+
+
+def test_omp_num_threads_and_a_count_set_in_the_process_are_kept(
+    two_quiet_cores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    plan = _plan()
+    assert plan.threads == 2 and plan["threads"].reason == "OMP_NUM_THREADS"
+    assert plan.client_processes == 1
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setattr(threads, "_applied", 1)  # fedbench set 1; torch now runs 2 (a caller's)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    kept = _plan()["threads"]
+    assert kept.value == "2" and kept.reason == "set in this process by torch.set_num_threads"
+
+
+def test_print_plan_says_processes_and_threads(run_cli, two_quiet_cores) -> None:
+    code, out, _ = run_cli("train", *[a for s in WORKLOAD for a in ("--set", s)], "--print-plan")
+    assert code == 0
+    assert "threads: 1 (auto: a model under 1M parameters" in out
+    assert "client_processes: 2 (auto: the round's 5 clients over 2 processes" in out
