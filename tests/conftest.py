@@ -126,3 +126,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_process(request: pytest.FixtureRequest) -> bool:
+    """True when this test already ran, and passed, in a fresh pytest process: a test that trains
+    with client processes (fedbench.engine.client_pool) cannot run in a process in which a
+    compiled step ran (another test module's), since torch refuses gradients in a process forked
+    from it (fedbench.engine.layout.fork_problem). Such a test starts with
+    `if fresh_process: return`."""
+    import subprocess
+
+    from fedbench.engine.layout import fork_problem
+
+    if fork_problem() is None:
+        return False
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", request.node.nodeid],
+        env=cli_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, f"in a fresh process:\n{done.stdout[-4000:]}"
+    return True

@@ -116,6 +116,39 @@ def _why_one_process(setup: RunSetup, executor: str) -> str | None:
     return None
 
 
+#: Set once a forked process of this one failed to take a gradient: it stays so (fork_problem).
+_autograd_fork_broken = False
+
+
+def fork_problem() -> str | None:
+    """Why a process forked from this one could not train (None: it can). Once autograd has
+    started its worker threads in a process (torch.compile's backward does, on the CPU too),
+    torch refuses every gradient in a process forked from it ("Unable to handle autograd's
+    threading in combination with fork-based multiprocessing"); torch offers no way to ask, so a
+    forked child takes one tiny gradient and says. Asked only where a run would fork."""
+    global _autograd_fork_broken
+    if not _autograd_fork_broken:
+        import torch
+
+        pid = os.fork()
+        if pid == 0:  # the child: one gradient, then out without the parent's exit handlers
+            code = 1
+            try:
+                x = torch.ones((), requires_grad=True)
+                torch.autograd.grad(x * 2.0, x)
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        _autograd_fork_broken = status != 0
+    if _autograd_fork_broken:
+        return (
+            "autograd's worker threads already run in this process (a compiled step ran "
+            "here): a process forked from it cannot take gradients"
+        )
+    return None
+
+
 def processes_choice(setup: RunSetup, executor: str, threads: int, small: bool) -> Entry:
     """How many processes train each round's clients (this one and forked ones), and why."""
     cfg = setup.cfg
@@ -128,6 +161,8 @@ def processes_choice(setup: RunSetup, executor: str, threads: int, small: bool) 
         if why_not is not None:
             return Entry("client_processes", "1", f"{asked} asked, but {why_not}", True)
         n = min(int(asked), sampled)
+        if n > 1 and (broken := fork_problem()) is not None:
+            return Entry("client_processes", "1", f"{asked} asked, but {broken}", True)
         capped_note = f" (at most the {sampled} clients of a round)" if n < int(asked) else ""
         return Entry("client_processes", str(n), f"runtime.client_processes {asked}{capped_note}")
     if why_not is not None:
@@ -155,6 +190,9 @@ def processes_choice(setup: RunSetup, executor: str, threads: int, small: bool) 
             f"auto: {steps} client steps in all, fewer than the {MIN_SPLIT_STEPS} a process "
             "pays off over",
         )
+    broken = fork_problem()
+    if broken is not None:
+        return Entry("client_processes", "1", f"auto: {broken}")
     return Entry(
         "client_processes",
         str(n),

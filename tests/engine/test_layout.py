@@ -9,6 +9,7 @@ import torch
 
 from fedbench import threads
 from fedbench.config import load_run_config
+from fedbench.engine import layout
 from fedbench.engine.layout import MIN_SPLIT_STEPS
 from fedbench.engine.plan import ExecutionPlan, execution_plan
 from fedbench.engine.setup import prepare_run
@@ -38,6 +39,9 @@ def two_quiet_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
     monkeypatch.setattr(threads, "load_average", lambda: 0.0)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    # A process that forks can train (this pytest process may have run a compiled step, after
+    # which it cannot: test_a_compiled_step_keeps_a_run_in_one_process).
+    monkeypatch.setattr(layout, "fork_problem", lambda: None)
 
 
 def _plan(*items: str) -> ExecutionPlan:
@@ -133,3 +137,28 @@ def test_print_plan_says_processes_and_threads(run_cli, two_quiet_cores) -> None
     assert code == 0
     assert "threads: 1 (auto: a model under 1M parameters" in out
     assert "client_processes: 2 (auto: the round's 5 clients over 2 processes" in out
+
+
+def test_a_compiled_step_keeps_a_run_in_one_process() -> None:
+    """After torch.compile's backward has run in a process (autograd's worker threads start),
+    torch refuses every gradient in a process forked from it: the plan then keeps the run in
+    one process and says why. In a fresh interpreter, so that this process stays as it is."""
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+
+    script = """
+import torch
+from torch import nn
+from fedbench.engine.layout import fork_problem
+assert fork_problem() is None
+m = nn.Linear(4, 2)
+torch.compile(m, backend="aot_eager")(torch.randn(8, 4)).sum().backward()
+print(fork_problem())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=cli_env(), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "a process forked from it cannot take gradients" in done.stdout
