@@ -201,6 +201,12 @@ def torch_default_threads() -> int:
     return _default
 
 
+def launcher_share() -> ThreadChoice | None:
+    """The cores a launcher handed this process (a sweep's worker), or this process' own first
+    automatic choice; None when neither was made."""
+    return _auto
+
+
 def set_by_someone_else() -> int | None:
     """The thread count a caller set in this process with torch.set_num_threads since fedbench
     last set one (None: fedbench's count is in place, or fedbench never set one)."""

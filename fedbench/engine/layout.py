@@ -29,6 +29,7 @@ from fedbench.threads import (
     available_cores,
     capped,
     current_wait_policy,
+    launcher_share,
     run_cores,
     set_by_someone_else,
 )
@@ -68,6 +69,12 @@ def threads_choice(setup: RunSetup, executor: str, small: bool) -> Entry:
     given = os.environ.get("OMP_NUM_THREADS", "")
     if given.isdigit() and int(given) > 0:
         choice = capped(int(given), "OMP_NUM_THREADS")
+        share = launcher_share()
+        if share is not None and share.value < choice.value:
+            # A sweep's worker: the environment it inherited asks for more than its share of
+            # the cores, which the other workers hold.
+            why = f"OMP_NUM_THREADS {given}, at most this process' share: {share.reason}"
+            return Entry("threads", str(share.value), why, True)
         return Entry("threads", str(choice.value), choice.reason)
     if _one_thread_wins(setup, executor, small):
         return Entry(

@@ -162,3 +162,17 @@ print(fork_problem())
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "a process forked from it cannot take gradients" in done.stdout
+
+
+def test_a_sweep_workers_share_bounds_an_inherited_omp_num_threads(
+    two_quiet_cores, monkeypatch
+) -> None:
+    """A worker of `run --workers 2` inherits OMP_NUM_THREADS=2 from the shell but holds one of
+    the 2 cores: it runs at its share (the other worker holds the other core)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setattr(threads, "_auto", ThreadChoice(1, "2 cores over 2 workers"))
+    entry = _plan("model.name=resnet18")["threads"]
+    assert (entry.value, entry.fallback) == ("1", True)
+    assert entry.reason == "OMP_NUM_THREADS 2, at most this process' share: 2 cores over 2 workers"
+    monkeypatch.setattr(threads, "_auto", None)  # a process of its own: the environment's count
+    assert _plan("model.name=resnet18")["threads"].value == "2"

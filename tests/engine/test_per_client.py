@@ -96,16 +96,16 @@ def test_per_client_metrics_on_held_out_training_samples(tmp_path) -> None:
 @pytest.mark.slow
 def test_a_dataset_with_per_client_test_splits_is_used_as_given(tmp_path, monkeypatch) -> None:
     """Dataset.client_test (e.g. LEAF's per-user test data) wins over any hold-out."""
-    import fedbench.engine.setup as setup_module
+    import fedbench.data.validation as validation  # run_data: where a run's data is loaded
 
-    real_load = setup_module.load_dataset
+    real_load = validation.load_dataset
 
     def with_client_test(data_cfg):
         data = real_load(data_cfg)
         n = len(data.y_test)
         return replace(data, client_test=[torch.arange(c, n, 6) for c in range(6)])
 
-    monkeypatch.setattr(setup_module, "load_dataset", with_client_test)
+    monkeypatch.setattr(validation, "load_dataset", with_client_test)
     cfg = load_run_config(None, [*SETS, "eval.per_client=true", "partition.kind=iid"])
     result = train(cfg, tmp_path, save_model=True)
     setup = prepare_run(cfg)

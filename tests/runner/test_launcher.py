@@ -114,9 +114,10 @@ def poll(condition, seconds: float = 300):
 
 
 def undisturbed_metrics(run_dir: Path, out: Path, threads: int) -> list[dict]:
-    cfg = load_run_config(run_dir / "config.yaml", [])
+    # The worker's thread count (same float summation order), asked for as a setting: left to
+    # `auto`, the count depends on what this process set before (fedbench.engine.layout).
+    cfg = load_run_config(run_dir / "config.yaml", [f"runtime.threads={threads}"])
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)  # the worker's thread count: same float summation order
     try:
         result = train(cfg, out)
     finally:
