@@ -57,6 +57,26 @@ def cli_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
+def train_until_checkpoint(args: list[str], out: Path, timeout: float = 300):
+    """`fedbench train ARGS --out OUT` in a real process, returned (still running, unless it
+    finished first) as soon as it has written a checkpoint, for a test to SIGKILL."""
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(
+        cli_command("train", *args, "--out", str(out)),
+        env=cli_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if list(out.glob("runs/*/checkpoint.pt")):
+            break
+        time.sleep(0.01)
+    return proc
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 

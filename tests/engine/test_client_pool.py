@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import torch
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine import train
 from fedbench.engine.client_pool import ClientPool, ClientProcessError
-from tests.conftest import cli_command, cli_env, read_metrics, strip_elapsed
+from tests.conftest import read_metrics, strip_elapsed, train_until_checkpoint
 
 pytestmark = pytest.mark.engine
 
@@ -139,17 +138,7 @@ def test_a_sigkill_of_the_runs_process_ends_its_client_processes_and_resumes_exa
         sets += [f"fl.rounds={rounds}", "runtime.checkpoint_every=1"]
         killed = tmp_path / f"killed{rounds}"
         args = [a for s in sets for a in ("--set", s)]
-        proc = subprocess.Popen(
-            cli_command("train", *args, "--out", str(killed)),
-            env=cli_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if list(killed.glob("runs/*/checkpoint.pt")):
-                break
-            time.sleep(0.01)
+        proc = train_until_checkpoint(args, killed)
         children = _children(proc.pid) if proc.poll() is None else []
         os.kill(proc.pid, signal.SIGKILL)  # not reaped yet: the pid is still ours
         proc.wait()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ import torch
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine import train
 from fedbench.engine.loop import Engine
-from tests.conftest import cli_command, cli_env, read_metrics, strip_elapsed
+from tests.conftest import read_metrics, strip_elapsed, train_until_checkpoint
 
 
 class Killed(BaseException):
@@ -148,17 +146,7 @@ def test_resume_after_a_real_sigkill(tmp_path: Path) -> None:
         args += ["--set", "eval.every=1", "--set", "eval.train_subset=200"]
         args += ["--set", "runtime.checkpoint_every=1", "--set", "runtime.device=cpu"]
         killed = tmp_path / f"killed{rounds}"
-        proc = subprocess.Popen(
-            cli_command("train", *args, "--out", str(killed)),
-            env=cli_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:
-            if list(killed.glob("runs/*/checkpoint.pt")):
-                break
-            time.sleep(0.01)
+        proc = train_until_checkpoint(args, killed)
         os.kill(proc.pid, signal.SIGKILL)  # the process is not reaped yet: its pid is still ours
         proc.wait()
         (run_dir,) = (killed / "runs").iterdir()
