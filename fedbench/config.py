@@ -242,8 +242,9 @@ class RuntimeConfig(Strict):
     runs_per_gpu: int = Field(default=1, ge=1)
     #: The local launcher trains up to this many seeds of a table cell (runs that differ only in
     #: `seed`) together in one process, stacked in one vectorised computation, each written to
-    #: its own run folder as its separate run would be (needs `engine: vectorized`). auto: all
-    #: of a cell's seeds on a GPU, 1 on the CPU. Speed only: no run id or result changes.
+    #: its own run folder as its separate run would be (on the vectorised executor: the execution
+    #: plan says when a run cannot stack, fedbench.engine.plan). auto: all of a cell's seeds on a
+    #: GPU, 1 on the CPU. Speed only: no run id or result changes.
     seeds_together: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
     #: Resources of one run as a Ray task (`--launcher ray`). gpus_per_run null: 1/runs_per_gpu
     #: when the cluster has GPUs, else 0; fractions pack several runs on one GPU.
@@ -274,15 +275,6 @@ class RuntimeConfig(Strict):
         description="experiment trackers that also receive every metrics row, writing inside "
         "the run folder (metrics.jsonl stays the source of truth)",
     )
-
-    @model_validator(mode="after")
-    def _seeds_together_needs_vectorized(self) -> RuntimeConfig:
-        if self.seeds_together != 1 and self.engine != "vectorized":
-            raise ValueError(
-                "runtime.seeds_together stacks seeds in the vectorised engine: "
-                "set runtime.engine: vectorized (or seeds_together: 1)"
-            )
-        return self
 
     @field_validator("cuda_graphs", mode="before")
     @classmethod

@@ -103,14 +103,15 @@ def wait_policy_choice(threads: int) -> Entry:
     return Entry("omp_wait_policy", policy, why)
 
 
-def _why_one_process(setup: RunSetup, executor: str) -> str | None:
-    """Why this run's clients cannot train in several processes (None: they can)."""
+def _why_one_process(setup: RunSetup, executor: str, compiled: bool) -> str | None:
+    """Why this run's clients cannot train in several processes (None: they can); `compiled`:
+    the plan compiles part of the step."""
     cfg = setup.cfg
     if setup.device.type != "cpu":
         return f"the model is on {setup.device.type}, not the CPU"
     if executor != "sequential":
         return "the vectorized executor trains a round's clients together"
-    if cfg.runtime.compile:
+    if compiled:
         return "each process would compile its own step"
     if cfg.privacy is not None and cfg.privacy.level == "sample":
         return "sample-level DP checks its clipping method in the process that trains"
@@ -156,12 +157,14 @@ def fork_problem() -> str | None:
     return None
 
 
-def processes_choice(setup: RunSetup, executor: str, threads: int, small: bool) -> Entry:
+def processes_choice(
+    setup: RunSetup, executor: str, threads: int, small: bool, compiled: bool
+) -> Entry:
     """How many processes train each round's clients (this one and forked ones), and why."""
     cfg = setup.cfg
     asked = cfg.runtime.client_processes
     sampled = clients_per_round(cfg.fl.participation, setup.num_clients)
-    why_not = _why_one_process(setup, executor)
+    why_not = _why_one_process(setup, executor, compiled)
     if asked != "auto":
         if asked == 1:
             return Entry("client_processes", "1", "runtime.client_processes 1")
@@ -209,13 +212,14 @@ def processes_choice(setup: RunSetup, executor: str, threads: int, small: bool) 
     )
 
 
-def layout_choices(setup: RunSetup, executor: str, small: bool) -> list[Entry]:
+def layout_choices(setup: RunSetup, executor: str, small: bool, compiled: bool) -> list[Entry]:
     """The plan's `threads`, `omp_wait_policy` and `client_processes` entries; `small`: the
-    model is under the plan's SMALL_MODEL parameters."""
+    model is under the plan's SMALL_MODEL parameters; `compiled`: the plan's compile entry is not
+    off."""
     threads = threads_choice(setup, executor, small)
     count = int(threads.value)
     return [
         threads,
         wait_policy_choice(count),
-        processes_choice(setup, executor, count, small),
+        processes_choice(setup, executor, count, small, compiled),
     ]

@@ -5,15 +5,17 @@ reason, made in one place.
 the executor (sequential rows, or clients stacked over a leading dimension), the precision,
 what `runtime.compile` compiles, CUDA graphs, the private clipping method, whether seeds
 train together, and the CPU layout: threads, OpenMP wait policy and client processes
-(fedbench.engine.layout). A choice that differs from what the config asked for (a fallback) is an entry
-with `fallback: true` and its reason, never only a printed note: `fedbench train --print-plan`
+(fedbench.engine.layout). A choice that differs from what the config asked for (a fallback) is
+an entry with `fallback: true` and its reason, never only a printed note: `fedbench train --print-plan`
 prints the plan, and summary.json records it under `plan`.
 
 The plan is the decision, not a description of it: the engines are built from it
-(`Engine(plan, setup, ...)`) and read no `runtime.*` or `privacy.clipping` choice from the config,
-and the launcher's seed grouping (`seeds_group_size`), the estimate probe and the smoke check's coverage (`paper_executor`) and
-the bench suite ask it too. tests/engine/test_plan_is_what_ran.py runs a matrix of configs and
-checks, by instrumenting what ran, that each run did what its plan says.
+(`Engine(plan, setup, ...)`) and read no `runtime.*` or `privacy.clipping` choice from the
+config. The launcher's seed grouping (`seeds_group_size`), the estimate probe and the smoke
+check's coverage (`paper_executor`), the estimate's private/non-private ratio
+(`clipping_candidates`), a direct caller's `PrivateGradient(method="auto")`
+(`clipping_method`) and the bench suite ask it too. tests/engine/test_plan_is_what_ran.py runs
+a matrix of configs and checks, by instrumenting what ran, that each run did what its plan says.
 
 Nothing here changes a result: every executor computes the same local steps (the engines agree
 to float rounding; tests/engine/test_golden_runs.py holds them bitwise to recorded runs).
@@ -22,7 +24,7 @@ to float rounding; tests/engine/test_golden_runs.py holds them bitwise to record
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -34,6 +36,10 @@ from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.layout import layout_choices
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import FedbenchError
+from fedbench.privacy.book_keeping import bk_supported
+from fedbench.privacy.mechanism import ghost_supported
+
+ClippingMethod = Literal["bk", "ghost", "vmap"]
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
@@ -284,16 +290,42 @@ def _clipping(setup: RunSetup) -> Choice | None:
         return None
     if privacy.clipping != "auto":
         return Choice("clipping", privacy.clipping, f"privacy.clipping {privacy.clipping}")
-    from fedbench.privacy.mechanism import auto_method
-
-    method = auto_method(setup.model)
+    method = clipping_method(setup.model)
     return Choice("clipping", method, "auto: the fastest method with a rule for every layer")
 
 
-def seeds_group_size(asked: int | str, runs: int, gpus: bool) -> int:
+#: The order `privacy.clipping: auto` tries the exact clipping methods in: the measured speed
+#: order (bk fastest or tied on every model measured, ghost before vmap; the table in
+#: fedbench.privacy.mechanism's docstring).
+CLIPPING_ORDER: tuple[ClippingMethod, ...] = ("bk", "ghost", "vmap")
+
+
+def clipping_method(model: torch.nn.Module) -> ClippingMethod:
+    """The method `auto` clips `model`'s per-sample gradients with (the check at a batch size
+    may still fall back to vmap): the first of CLIPPING_ORDER with a rule for every trainable
+    layer (vmap traces any model)."""
+    supported = {"bk": bk_supported, "ghost": ghost_supported}
+    return next(m for m in CLIPPING_ORDER if m not in supported or supported[m](model))
+
+
+def clipping_candidates(asked: str, measured_auto: str | None) -> list[str]:
+    """The methods a run asking `privacy.clipping: asked` clips with, most likely first, where
+    the model is not built (the estimate's private/non-private ratio lookup): the one named, or
+    for auto the method auto chose when the ratio was measured, then CLIPPING_ORDER."""
+    if asked != "auto":
+        return [asked]
+    return [m for m in (measured_auto, *CLIPPING_ORDER) if m is not None]
+
+
+def seeds_group_size(cfg: RunConfig, runs: int, gpus: bool) -> int:
     """How many of a cell's `runs` seeds train together (`runtime.seeds_together`): the setting,
     or for `auto` all of them on a machine with GPUs and 1 without (CPU workers already train
-    one run per core). The launcher groups a sweep's runs by it (fedbench.runner.seed_groups)."""
+    one run per core); 1 where `runtime.engine: sequential` rules the stacked executor out. The
+    launcher groups a sweep's runs by it (fedbench.runner.seed_groups); the worker's plan
+    (`_seeds`) then says, per run, whether it stacked."""
+    asked = cfg.runtime.seeds_together
+    if cfg.runtime.engine == "sequential":
+        return 1
     if asked == "auto":
         return runs if gpus else 1
     return max(1, int(asked))
@@ -330,10 +362,11 @@ def execution_plan(setup: RunSetup, group: int | None = None) -> ExecutionPlan:
     """Every execution choice of the run, with its reason (module docstring); `group`: the
     number of seeds the run trains with in one stacked computation, where known."""
     executor = _executor(setup)
+    compiled = _compile(setup, executor.value)
     choices = [
         executor,
         _precision(setup),
-        _compile(setup, executor.value),
+        compiled,
         _graphs(setup, executor.value),
         Choice(
             "channels_last",
@@ -346,7 +379,8 @@ def execution_plan(setup: RunSetup, group: int | None = None) -> ExecutionPlan:
     if clipping is not None:
         choices.append(clipping)
     small = setup.algorithm.spec.d < SMALL_MODEL
-    choices.extend(Choice(*entry) for entry in layout_choices(setup, executor.value, small))
+    layout = layout_choices(setup, executor.value, small, compiled.value != "off")
+    choices.extend(Choice(*entry) for entry in layout)
     runtime, privacy = setup.cfg.runtime, setup.cfg.privacy
     required = {"cuda_graphs"} if runtime.cuda_graphs == "on" else set()
     if clipping is not None and privacy is not None and privacy.clipping != "auto":

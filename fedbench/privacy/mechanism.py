@@ -25,9 +25,9 @@ sum_j clip(g_j) is computed one of three ways, all exact:
   chunks so that at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and
   summing per chunk.
 
-`auto` (the engine's choice, `auto_method`; `privacy.clipping` picks one method instead): bk
-where every trainable layer has a bk rule, else ghost where Opacus has one for every trainable
-layer, else vmap. Private / non-private step measured on the CPU (benchmarks/dp_ratio.py; one
+`auto` (the execution plan's rule, fedbench.engine.plan.clipping_method; `privacy.clipping`
+picks one method instead): bk where every trainable layer has a bk rule, else ghost where Opacus
+has one for every trainable layer, else vmap. Private / non-private step measured on the CPU (benchmarks/dp_ratio.py; one
 thread of a loaded 2-core AMD EPYC, thread CPU time; benchmarks/results/dp-ratio-cpu.md):
     ResNet-18 GN 3x32x32 B 50     bk 1.27x  ghost 2.42x  vmap 3.55x  (H200: ghost 5.8x, vmap 41.5x)
     ViT-Base + LoRA 224 px B 16   bk 0.95x  ghost 1.48x  vmap 0.95x  (H200: ghost 1.65x, vmap 1.46x)
@@ -72,11 +72,12 @@ from torch.func import grad, vmap
 from torch.utils.hooks import RemovableHandle
 
 from fedbench.errors import FedbenchError
-from fedbench.privacy.book_keeping import BookKeeper, _PerSample, bk_supported
+from fedbench.privacy.book_keeping import BookKeeper, _PerSample
 from fedbench.privacy.in_place import copy_inputs_of_in_place_modules, is_in_place_error
 from fedbench.step import Objective, autocast_context, split_model
 
-#: How PrivateGradient computes sum_j clip(g_j) (auto: `auto_method`, checked at each batch size).
+#: How PrivateGradient computes sum_j clip(g_j) (auto: the plan's `clipping_method`, checked at
+#: each batch size).
 Method = Literal["auto", "bk", "ghost", "vmap"]
 
 #: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
@@ -168,21 +169,10 @@ def ghost_supported(model: nn.Module) -> bool:
     )
 
 
-def auto_method(model: nn.Module) -> Literal["bk", "ghost", "vmap"]:
-    """The method `auto` tries first for `model` (the check at a batch size may still fall back
-    to vmap): bk where it has a rule for every trainable layer, else ghost where Opacus has one,
-    else vmap. The order is the measured speed order (module docstring)."""
-    if bk_supported(model):
-        return "bk"
-    if ghost_supported(model):
-        return "ghost"
-    return "vmap"
-
-
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
-    `method` auto = `auto_method`'s choice, kept where exact for the model (checked at each
+    `method` auto = the execution plan's rule (fedbench.engine.plan.clipping_method), kept where exact for the model (checked at each
     batch size it meets, see the module docstring), else vmap; bk, ghost or vmap ask for one
     method (`strict`: a batch size where it is not exact is an error; default: for bk and
     ghost). A run's engine passes the method its execution plan chose (fedbench.engine.plan).
@@ -218,12 +208,16 @@ class PrivateGradient:
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
         # A run passes its execution plan's method and whether it was asked by name; a direct
-        # caller's bk or ghost is strict, its auto is auto_method's choice with vmap to fall to.
+        # caller's bk or ghost is strict, its auto is the plan's rule with vmap to fall to.
         self._strict = method in ("bk", "ghost") if strict is None else strict
         #: Why bk or ghost clipping was not used for a model with their rules (None otherwise).
         self.fallback: str | None = None
         if method == "auto":
-            method = auto_method(model)
+            # The rule is the plan's (the only place that chooses); imported here because the
+            # plan imports the run's setup, which imports this module.
+            from fedbench.engine.plan import clipping_method
+
+            method = clipping_method(model)
         self.method: Method = method
         #: The batch sizes at which bk or ghost clipping was checked exact (module docstring):
         #: a batch of another size is checked before it is clipped.

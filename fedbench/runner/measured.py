@@ -127,8 +127,10 @@ class Ratios:
 
     def ratio(self, model: str, lora: bool, batch: int | None, clipping: str) -> Ratio | None:
         """The ratio for a model (by name; the same batch size preferred) and clipping method
-        (`auto`: the method the file says auto ended on, else bk, ghost, vmap, the order auto
-        tries them in); None when not measured."""
+        (`auto`: the method the file says auto ended on, else the execution plan's order,
+        fedbench.engine.plan.clipping_candidates); None when not measured."""
+        from fedbench.engine.plan import clipping_candidates  # torch: only where a ratio is read
+
         rows = [
             r
             for r in self.data["rows"]
@@ -138,8 +140,8 @@ class Ratios:
         ]
         rows.sort(key=lambda r: r.get("batch") != batch)
         for row in rows:
-            methods = [clipping] if clipping != "auto" else [row.get("auto"), "bk", "ghost", "vmap"]
-            for method in methods:
+            auto = row.get("auto")
+            for method in clipping_candidates(clipping, auto if isinstance(auto, str) else None):
                 value = row.get(f"{method}_ratio")
                 if isinstance(value, int | float) and value > 0:
                     return Ratio(float(value), str(method), str(row["model"]), self.device)

@@ -23,7 +23,7 @@ def seed_groups(runs: list[PlannedRun], gpus: bool) -> list[list[PlannedRun]]:
         cells.setdefault(json.dumps(data, sort_keys=True), []).append(run)
     groups: list[list[PlannedRun]] = []
     for cell in cells.values():
-        size = seeds_group_size(cell[0].cfg.runtime.seeds_together, len(cell), gpus)
+        size = seeds_group_size(cell[0].cfg, len(cell), gpus)
         groups += [cell[i : i + size] for i in range(0, len(cell), size)]
     first = {run.run_id: i for i, run in enumerate(runs)}
     return sorted(groups, key=lambda group: first[group[0].run_id])

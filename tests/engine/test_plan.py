@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from fedbench.config import load_run_config
-from fedbench.engine.plan import execution_plan
+from fedbench.engine.plan import (
+    CLIPPING_ORDER,
+    clipping_candidates,
+    clipping_method,
+    execution_plan,
+)
 from fedbench.engine.setup import prepare_run
 
 pytestmark = pytest.mark.engine
@@ -82,6 +87,12 @@ def test_seeds_together_need_the_vectorised_executor() -> None:
     # A run the vectorised engine cannot take falls back, and its seeds train one by one.
     dp = _plan("runtime.seeds_together=3", "runtime.engine=vectorized", "algorithm.name=dp_fedavg")
     assert dp["seeds_together"].value == "1" and dp["seeds_together"].fallback
+    # The sequential executor, asked for or chosen by auto, is the plan's fallback with its
+    # reason (the config no longer decides: it loads such a config).
+    seq = _plan("runtime.seeds_together=3", "runtime.engine=sequential")["seeds_together"]
+    assert seq.value == "1" and seq.fallback and "only on the vectorized executor" in seq.reason
+    auto = _plan("runtime.seeds_together=2")
+    assert auto.executor == "sequential" and auto["seeds_together"].fallback
 
 
 def test_print_plan_prints_every_choice_and_trains_nothing(run_cli, tmp_path: Path) -> None:
@@ -108,3 +119,20 @@ def test_summary_records_the_plan(tmp_path: Path) -> None:
         "fallback": False,
     }
     assert summary["engine"] == "vectorized"
+
+
+def test_the_clipping_rule_is_the_plans_for_direct_callers_and_the_estimate() -> None:
+    """`PrivateGradient(method="auto")` outside a run and the estimate's ratio lookup (which has
+    no model) use the plan's rule: the same method, the same order."""
+    from torch import nn
+
+    from fedbench.privacy.mechanism import PrivateGradient
+
+    conv1d = nn.Sequential(nn.Conv1d(2, 3, 3), nn.Flatten(), nn.Linear(6, 2))  # Opacus only
+    params = list(conv1d.parameters())
+    direct = PrivateGradient(conv1d, params, noise_multiplier=1.0, clip=1.0, batch_size=4)
+    assert direct.method == clipping_method(conv1d) == "ghost"
+    assert CLIPPING_ORDER == ("bk", "ghost", "vmap")
+    assert clipping_candidates("vmap", "bk") == ["vmap"]
+    assert clipping_candidates("auto", "ghost") == ["ghost", "bk", "ghost", "vmap"]
+    assert clipping_candidates("auto", None) == ["bk", "ghost", "vmap"]

@@ -99,6 +99,13 @@ MATRIX.update(
             2,
             False,
         ),
+        # seeds_together with the sequential executor: a config that loads, and the plan (not
+        # the config) says the seeds train one by one
+        "seeds-together-sequential": (
+            ["algorithm.name=fedadamw", "runtime.engine=sequential", "runtime.seeds_together=2"],
+            2,
+            False,
+        ),
     }
 )
 

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from fedbench.config import ModelConfig
+from fedbench.engine.plan import clipping_method
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
 from fedbench.privacy import book_keeping
@@ -21,7 +22,7 @@ from fedbench.privacy.book_keeping import (
     ghost_squared_norms,
     weight_rules,
 )
-from fedbench.privacy.mechanism import PrivateGradient, auto_method, ghost_supported
+from fedbench.privacy.mechanism import PrivateGradient, ghost_supported
 
 LORA = {"r": 2, "alpha": 4, "dropout": 0.0}
 
@@ -397,19 +398,19 @@ def test_auto_rule_bk_where_every_trainable_layer_has_a_rule_else_ghost_else_vma
     """The rule, with the measurements behind it in fedbench.privacy.mechanism's docstring."""
     resnet = build_model(ModelConfig(name="resnet18", norm="gn"), (3, 16, 16), 10)
     vit = build_model(ModelConfig(name="vit_micro", lora=LORA), (3, 32, 32), 4)
-    assert auto_method(resnet) == "bk" and auto_method(vit) == "bk"
-    assert auto_method(SequenceModel()) == "bk"
+    assert clipping_method(resnet) == "bk" and clipping_method(vit) == "bk"
+    assert clipping_method(SequenceModel()) == "bk"
     conv1d = nn.Sequential(nn.Conv1d(2, 3, 3), nn.Flatten(), nn.Linear(6, 2))  # Opacus only
     assert not bk_supported(conv1d) and ghost_supported(conv1d)
-    assert auto_method(conv1d) == "ghost"
+    assert clipping_method(conv1d) == "ghost"
     assert "Conv1d" in (bk_problem(conv1d) or "")
     scale = nn.Sequential(nn.Linear(3, 4), Scale())
-    assert auto_method(scale) == "vmap"
+    assert clipping_method(scale) == "vmap"
     grouped = nn.Sequential(nn.Conv2d(2, 4, 3, groups=2))
     assert "groups" in (bk_problem(grouped) or "")
     frozen = nn.Sequential(nn.Linear(3, 4), Scale())
     frozen[1].requires_grad_(False)  # frozen layers need no rule
-    assert auto_method(frozen) == "bk"
+    assert clipping_method(frozen) == "bk"
     with pytest.raises(FedbenchError, match="book-keeping clipping cannot run this model"):
         PrivateGradient(
             scale, list(scale.parameters()), noise_multiplier=1.0, clip=1.0, batch_size=4,

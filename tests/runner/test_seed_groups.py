@@ -43,7 +43,19 @@ def test_groups_hold_the_seeds_of_one_cell() -> None:
     auto = _plan("auto", [0, 1, 2])
     assert [len(g) for g in seed_groups(auto.runs, gpus=True)] == [3, 3]
     assert [len(g) for g in seed_groups(auto.runs, gpus=False)] == [1] * 6
-    assert seeds_group_size(1, 5, gpus=True) == 1
+    one = _plan(1, [0, 1, 2]).runs[0].cfg
+    assert seeds_group_size(one, 5, gpus=True) == 1
+
+
+def test_a_sequential_engine_asked_for_keeps_each_seed_its_own_task() -> None:
+    """The plan's rule, not the config's: `runtime.engine: sequential` with seeds_together is
+    a config that loads (it once was refused by the config), and the launcher groups nothing."""
+    data = tiny_table_data()
+    data["seeds"] = [0, 1, 2]
+    data["base"]["runtime"].update(engine="sequential", seeds_together=3)
+    runs = expand(parse_table_config(data)).runs
+    assert seeds_group_size(runs[0].cfg, 3, gpus=True) == 1
+    assert [len(g) for g in seed_groups(runs, gpus=True)] == [1] * 6
 
 
 def test_the_queue_settles_each_run_and_retries_the_failed_ones_together() -> None:
