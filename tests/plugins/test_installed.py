@@ -1,7 +1,14 @@
-"""The example plugin package, installed with pip into a temporary folder (offline: no build
-isolation, no dependencies), through the plain command line in fresh processes: listed, trained
-on both executors, swept by two spawned workers, tuned, reported, its epsilon computed; a
-broken plugin is one line with exit code 2."""
+"""The example plugin package in a fresh virtualenv, through the plain `fedbench` console script
+in fresh processes: listed, trained on both executors, swept by two spawned workers, tuned,
+reported, its epsilon computed; a broken plugin is one line with exit code 2.
+
+The virtualenv is made here (`python -m venv`), and pip installs fedbench itself (from a copy
+of this checkout) and the example package into it, as a user would; offline: no build
+isolation, no dependencies, no index. torch and fedbench's other dependencies come from the
+virtualenv running the tests, whose site-packages a `.pth` file puts at the end of the new
+one's path (installing them would need the network and minutes). Nothing of this checkout is
+on that path: what runs is what pip installed.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +18,13 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.conftest import cli_command
 from tests.plugins.conftest import EXAMPLE, ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine]
@@ -28,41 +35,76 @@ SMALL = [
     *("--set", "fl.participation=0.5", "--set", "fl.local_steps=3", "--set", "fl.batch_size=16"),
     *("--set", "algorithm.name=signum", "--set", "algorithm.lr=0.01", "--set", "eval.every=1"),
 ]
+#: What pip needs of this checkout to build fedbench (pyproject.toml names the readme).
+CHECKOUT_FILES = ("pyproject.toml", "README.md")
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The example installed into a fresh folder (put on PYTHONPATH by `env`); built from a
-    copy, so that the build leaves nothing in the checkout."""
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fresh virtualenv with fedbench and the example installed by pip (module docstring);
+    both built from copies, so that the builds leave nothing in the checkout."""
     root = tmp_path_factory.mktemp("plugin")
-    source = root / "source"
-    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("__pycache__"))
-    target = root / "site"
-    offline = ["--no-deps", "--no-build-isolation", "--no-index", "--target", str(target)]
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    fedbench_source = root / "fedbench-source"
+    shutil.copytree(ROOT / "fedbench", fedbench_source / "fedbench", ignore=skip)
+    for name in CHECKOUT_FILES:
+        shutil.copy(ROOT / name, fedbench_source / name)
+    example_source = root / "example-source"
+    shutil.copytree(EXAMPLE, example_source, ignore=skip)
+    env = root / "venv"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", *offline, str(source)],
+        [sys.executable, "-m", "venv", "--without-pip", str(env)], check=True, timeout=120
+    )
+    python = env / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         check=True,
         capture_output=True,
-        timeout=300,
+        text=True,
+    ).stdout.strip()
+    # torch and the rest (and pip itself, to run): the test virtualenv's packages, after the
+    # new one's own on the path.
+    parents = dict.fromkeys(sysconfig.get_paths()[key] for key in ("purelib", "platlib"))
+    (Path(site) / "zz_parent_packages.pth").write_text("\n".join(parents) + "\n")
+    offline = ["--no-deps", "--no-build-isolation", "--no-index", "--quiet"]
+    done = subprocess.run(
+        [str(python), "-m", "pip", "install", *offline, str(fedbench_source), str(example_source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_env(),
     )
-    yield target
+    assert done.returncode == 0, done.stdout + done.stderr
+    yield env
 
 
-def env(site: Path, **extra: str) -> dict[str, str]:
-    path = os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")])
-    clean = {k: v for k, v in os.environ.items() if k != "FEDBENCH_PLUGINS"}
-    return {**clean, "PYTHONPATH": path, "COLUMNS": "200", **extra}
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without a path to this checkout or a declared plugin."""
+    drop = {"PYTHONPATH", "FEDBENCH_PLUGINS"}
+    clean = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**clean, "COLUMNS": "200", **extra}
 
 
-def fedbench(site: Path, *args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
+def fedbench(venv: Path, *args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess:
+    """The virtualenv's plain `fedbench` console script."""
     return subprocess.run(
-        cli_command(*args),
+        [str(venv / "bin" / "fedbench"), *args],
         cwd=cwd,
-        env=env(site, **extra),
+        env=clean_env(**extra),
         capture_output=True,
         text=True,
         timeout=600,
     )
+
+
+def test_the_virtualenv_runs_what_pip_installed(venv: Path, tmp_path: Path) -> None:
+    """fedbench and the plugin are imported from the new virtualenv, not from this checkout."""
+    where = subprocess.run(
+        [str(venv / "bin" / "python"), "-c",
+         "import fedbench, fedbench_plugin_example as p; print(fedbench.__file__, p.__file__)"],
+        cwd=tmp_path, env=clean_env(), capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert all(Path(path).is_relative_to(venv) for path in where), where
 
 
 def example_sha256() -> str:
@@ -73,11 +115,12 @@ def example_sha256() -> str:
     return digest.hexdigest()
 
 
-def test_the_example_passes_its_own_test(site: Path, tmp_path: Path) -> None:
+def test_the_example_passes_its_own_test(venv: Path, tmp_path: Path) -> None:
+    python = str(venv / "bin" / "python")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE / "tests")],
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLE / "tests")],
         cwd=tmp_path,
-        env=env(site),
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -86,13 +129,13 @@ def test_the_example_passes_its_own_test(site: Path, tmp_path: Path) -> None:
     assert "2 passed" in done.stdout
 
 
-def test_listed_trained_on_both_executors_and_its_epsilon(site: Path, tmp_path: Path) -> None:
-    listed = fedbench(site, "list", "algorithms", cwd=tmp_path)
+def test_listed_trained_on_both_executors_and_its_epsilon(venv: Path, tmp_path: Path) -> None:
+    listed = fedbench(venv, "list", "algorithms", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     rows = [line for line in listed.stdout.splitlines() if "signum " in line]
     assert [row.split("│")[1].strip() for row in rows] == ["dp_signum", "signum"]
     assert all(row.split("│")[-2].strip() == "signum" for row in rows)  # the plugin column
-    card = fedbench(site, "list", "algorithms", "signum", cwd=tmp_path)
+    card = fedbench(venv, "list", "algorithms", "signum", cwd=tmp_path)
     assert card.returncode == 0, card.stderr
     assert "from plugin signum 0.1.0 (entry point; code sha256 " in card.stdout
     assert "momentum of the gradients whose sign is the step" in card.stdout
@@ -101,7 +144,7 @@ def test_listed_trained_on_both_executors_and_its_epsilon(site: Path, tmp_path: 
     for executor in ("sequential", "vectorized"):
         out = tmp_path / executor
         args = ["train", *SMALL, "--set", f"runtime.engine={executor}", "--out", str(out)]
-        done = fedbench(site, *args, cwd=tmp_path)
+        done = fedbench(venv, *args, cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         (run_dir,) = (out / "runs").iterdir()
         summaries[executor] = json.loads((run_dir / "summary.json").read_text())
@@ -122,11 +165,11 @@ def test_listed_trained_on_both_executors_and_its_epsilon(site: Path, tmp_path: 
     losses = [s["final"]["train_loss"] for s in summaries.values()]
     assert losses[0] == pytest.approx(losses[1], rel=1e-4)
 
-    plan = fedbench(site, "train", *SMALL, "--print-plan", cwd=tmp_path)
+    plan = fedbench(venv, "train", *SMALL, "--print-plan", cwd=tmp_path)
     assert plan.returncode == 0, plan.stderr
     assert f"plugin: signum 0.1.0 (entry point; code sha256 {example_sha256()[:12]})" in plan.stdout
     privacy = ["--set", "algorithm.name=dp_signum", "--client-size", "100"]
-    epsilon = fedbench(site, "epsilon", *privacy, cwd=tmp_path)
+    epsilon = fedbench(venv, "epsilon", *privacy, cwd=tmp_path)
     assert epsilon.returncode == 0, epsilon.stderr
     assert "epsilon" in epsilon.stdout
 
@@ -156,10 +199,10 @@ def _table(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_two_worker_sweep_its_report_and_tune(site: Path, tmp_path: Path) -> None:
+def test_a_two_worker_sweep_its_report_and_tune(venv: Path, tmp_path: Path) -> None:
     table = _table(tmp_path)
     out = tmp_path / "out"
-    done = fedbench(site, "run", str(table), "--workers", "2", "--out", str(out), cwd=tmp_path)
+    done = fedbench(venv, "run", str(table), "--workers", "2", "--out", str(out), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     plan = json.loads((out / "plugged" / "plan.json").read_text())
     assert {run["status"] for run in plan["runs"]} == {"completed"}
@@ -169,13 +212,13 @@ def test_a_two_worker_sweep_its_report_and_tune(site: Path, tmp_path: Path) -> N
     }
     assert [p["name"] for p in by_method["Signum"]["plugins"]] == ["signum"]
     assert by_method["FedAvg"]["plugins"] == []
-    report = fedbench(site, "report", str(out / "plugged"), cwd=tmp_path)
+    report = fedbench(venv, "report", str(out / "plugged"), cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert "Signum" in report.stdout and "signum, lr=0.01" in report.stdout
 
     tune_args = ["--methods", "Signum", "--grid", "algorithm.beta=0.5,0.9", "--rounds", "1"]
     tuned = fedbench(
-        site, "tune", str(table), *tune_args, "--workers", "1", "--out", str(out), cwd=tmp_path
+        venv, "tune", str(table), *tune_args, "--workers", "1", "--out", str(out), cwd=tmp_path
     )
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     written = yaml.safe_load((out / "plugged-tune" / "tuned.yaml").read_text())
@@ -183,10 +226,10 @@ def test_a_two_worker_sweep_its_report_and_tune(site: Path, tmp_path: Path) -> N
     assert cell["values"]["algorithm.beta"] in (0.5, 0.9)
 
 
-def test_a_broken_installed_or_declared_plugin_is_one_line(site: Path, tmp_path: Path) -> None:
+def test_a_broken_installed_or_declared_plugin_is_one_line(venv: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken.py"
     broken.write_text("import numpy\nnumpy.no_such_function()\n")
-    done = fedbench(site, "list", "algorithms", cwd=tmp_path, FEDBENCH_PLUGINS=str(broken))
+    done = fedbench(venv, "list", "algorithms", cwd=tmp_path, FEDBENCH_PLUGINS=str(broken))
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == (
         f"error: plugin {broken} (FEDBENCH_PLUGINS) failed to load (AttributeError: module "
@@ -199,7 +242,7 @@ def test_a_broken_installed_or_declared_plugin_is_one_line(site: Path, tmp_path:
         "from fedbench_plugin_example.signum import Signum\n"
         "ALGORITHMS.register('signum')(Signum)\n"
     )
-    done = fedbench(site, "--plugin", str(clash), "train", "--print-plan", cwd=tmp_path)
+    done = fedbench(venv, "--plugin", str(clash), "train", "--print-plan", cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr == (
         f"error: plugin {clash} (--plugin) registers algorithm 'signum', which plugin signum "
