@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fedbench.config import ModelConfig  # noqa: E402
+from fedbench.engine.plan import clipping_method  # noqa: E402
 from fedbench.models import build_model  # noqa: E402
 from fedbench.privacy.mechanism import PrivateGradient  # noqa: E402
 from fedbench.runner.bench_suite import device_name  # noqa: E402
@@ -92,7 +93,16 @@ def measure(
 
     row = {"model": name, "trainable": sum(p.numel() for p in params), "batch": batch}
     row["non_private_ms"] = 1e3 * best(plain, repeats)
-    auto = PrivateGradient(model, params, noise_multiplier=1.0, clip=0.1, batch_size=batch)
+    # privacy.clipping auto: the plan's method, falling back to vmap where it is not exact
+    auto = PrivateGradient(
+        model,
+        params,
+        noise_multiplier=1.0,
+        clip=0.1,
+        batch_size=batch,
+        method=clipping_method(model),
+        strict=False,
+    )
     auto.clipped_sum(x, y)  # the first batch's check
     row["auto"] = auto.method
     auto.close()

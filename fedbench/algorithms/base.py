@@ -264,9 +264,6 @@ class Algorithm(ABC):
     #: clamps their privatised mean at 0, post-processing that costs no privacy. Without
     #: noise the mean of non-negative values is non-negative and the clamp changes nothing.
     nonnegative_uploads: ClassVar[frozenset[str]] = frozenset()
-    #: True: the local objective adds `representation_loss` on the model's representation
-    #: (fedbench.models.representation; MOON), inside the gradient oracle of either executor.
-    uses_representation: ClassVar[bool] = False
     #: True: `local_step` accepts its step scalars (k, info.lr, info.round) as 0-d tensors
     #: (`Scalar`; written with `add_scaled_`, `addcdiv_scaled_`, `sqrt`), so the whole client
     #: step compiles into one graph (`runtime.compile`; fedbench.engine.captured). Set where
@@ -390,18 +387,6 @@ class Algorithm(ABC):
         averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
         and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
-
-    def representation_loss(
-        self,
-        z: Tensor,
-        anchor: Callable[[Tensors], Tensor],
-        local: State,
-        info: RoundInfo,
-    ) -> Tensor:
-        """With `uses_representation`: the term added to the batch's cross-entropy, from the
-        batch's representation z (with gradient) and `anchor(weights)`, the same batch's
-        representation under other weights (fixed, without gradient)."""
-        raise NotImplementedError(f"{type(self).__name__} sets no uses_representation")
 
     # --- diagnostics ------------------------------------------------------------------------------
     def v_block_means(self, local: State) -> Tensor | None:

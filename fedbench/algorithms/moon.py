@@ -45,6 +45,7 @@ from torch.nn import functional as F
 from fedbench.algorithms.base import RoundInfo, State, Tensors, Upload
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.algorithms.representation import RepresentationRule
 
 
 class MoonConfig(FedAvgConfig):
@@ -61,7 +62,7 @@ def model_contrastive_loss(z: Tensor, z_glob: Tensor, z_prev: Tensor, tau: float
 
 
 @ALGORITHMS.register("moon")
-class Moon(FedAvg):
+class Moon(FedAvg, RepresentationRule):
     """Local SGD with a model-contrastive term on the representation (needs the model's
     representation: cnn, resnet18, vit_tiny, timm models)."""
 
@@ -69,7 +70,6 @@ class Moon(FedAvg):
     paper = "Li, He & Song 2021 (CVPR), MOON"
     client_state_desc = "its last local model (d floats)"
     params: MoonConfig
-    uses_representation = True
     #: Per-sample gradients of the contrastive term through the anchors are not implemented.
     supports_privacy = False
 

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from fedbench.algorithms.base import Algorithm, GradientOracle, RoundInfo, State, StepOracle
+from fedbench.algorithms.representation import RepresentationRule, representation_objective
 from fedbench.data import Dataset
 from fedbench.data.sampler import BatchOrder, batch_indices, client_seed
 from fedbench.engine.aggregation import local_step_sizes
@@ -53,10 +54,10 @@ class LocalTraining:
     private: PrivateGradient | None = None
     #: Poisson sampling of the private batches (privacy.sampling: poisson).
     poisson: bool = False
-    #: For algorithms with `uses_representation` (MOON): the model's representation, its
-    #: classifier, and the representation under other weights (fedbench.models.representation).
-    represent: Callable[[Tensor], Tensor] | None = None
-    classify: Callable[[Tensor], Tensor] | None = None
+    #: For a `RepresentationRule` (MOON): x -> (z, a function giving classify(z)) on the
+    #: resident model, and the representation under other weights
+    #: (fedbench.models.representation; fedbench.algorithms.representation).
+    represent_and_classify: Callable[[Tensor], tuple[Tensor, Callable[[], Tensor]]] | None = None
     represent_with: Callable[[list[Tensor], Tensor], Tensor] | None = None
     #: The whole step compiled as one function (`runtime.compile`, fedbench.engine.captured),
     #: or None: the eager step below.
@@ -81,17 +82,12 @@ def _batch_order(
 def _local_loss(
     run: LocalTraining, xb: Tensor, yb: Tensor, local: State, info: RoundInfo
 ) -> Tensor:
-    """The batch's objective, plus the algorithm's term on the representation (MOON)."""
-    if run.represent is None or run.classify is None or run.represent_with is None:
+    """The batch's objective, plus a `RepresentationRule`'s term on the representation (MOON:
+    fedbench.algorithms.representation, the objective both executors differentiate)."""
+    rule, forward, anchors = run.algorithm, run.represent_and_classify, run.represent_with
+    if forward is None or anchors is None or not isinstance(rule, RepresentationRule):
         return run.objective.loss(run.forward(xb), yb)
-    z = run.represent(xb)
-    represent_with = run.represent_with
-
-    def anchor(weights: list[Tensor]) -> Tensor:
-        return represent_with(weights, xb)
-
-    extra = run.algorithm.representation_loss(z, anchor, local, info)
-    return run.objective.loss(run.classify(z), yb) + extra
+    return representation_objective(rule, run.objective, forward, anchors, xb, yb, local, info)
 
 
 def full_gradient(

@@ -18,6 +18,7 @@ from torch import Tensor
 
 import fedbench
 from fedbench.algorithms.base import State
+from fedbench.algorithms.representation import uses_representation
 from fedbench.config import RunConfig
 from fedbench.engine.accelerate import GraphedForward, apply_precision, to_channels_last
 from fedbench.engine.aggregation import FiniteWatch, RoundResults
@@ -377,12 +378,16 @@ class Engine:
 
     def _representation(self, model: torch.nn.Module) -> dict[str, Any]:
         """LocalTraining's representation fields, for algorithms that use it (MOON)."""
-        if not self.setup.algorithm.uses_representation:
+        if not uses_representation(self.setup.algorithm):
             return {}
         represent, classify = representation_split(model)
+
+        def represent_and_classify(x: Tensor) -> tuple[Tensor, Callable[[], Tensor]]:
+            z = represent(x)
+            return z, lambda: classify(z)
+
         return {
-            "represent": represent,
-            "classify": classify,
+            "represent_and_classify": represent_and_classify,
             # the trainable parameters' names, in the order of self.params
             "represent_with": represent_with(model, self.setup.algorithm.spec.names),
         }

@@ -13,9 +13,10 @@ The plan is the decision, not a description of it: the engines are built from it
 (`Engine(plan, setup, ...)`) and read no `runtime.*` or `privacy.clipping` choice from the
 config. The launcher's seed grouping (`seeds_group_size`), the estimate probe and the smoke
 check's coverage (`paper_executor`), the estimate's private/non-private ratio
-(`clipping_candidates`), a direct caller's `PrivateGradient(method="auto")`
-(`clipping_method`) and the bench suite ask it too. tests/engine/test_plan_is_what_ran.py runs
-a matrix of configs and checks, by instrumenting what ran, that each run did what its plan says.
+(`clipping_candidates`), a direct caller of the DP mechanism (`clipping_method`: the
+mechanism takes a method and chooses none) and the bench suite ask it too.
+tests/engine/test_plan_is_what_ran.py runs a matrix of configs and checks, by instrumenting what
+ran, that each run did what its plan says.
 
 Nothing here changes a result: every executor computes the same local steps (the engines agree
 to float rounding; tests/engine/test_golden_runs.py holds them bitwise to recorded runs).

@@ -10,6 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from fedbench.algorithms import ALGORITHMS, Algorithm, ParamSpec
+from fedbench.algorithms.representation import uses_representation
 from fedbench.config import RunConfig
 from fedbench.data import Dataset
 from fedbench.data.client_test import ClientTestSplit, split_client_test
@@ -147,7 +148,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     if resize is not None and size is not None:  # (no resize without an image_size)
         input_shape = (input_shape[0], size, size)
     model = build_model(cfg.model, input_shape, data.num_classes).to(device)
-    if algorithm_cls.uses_representation:
+    if uses_representation(algorithm_cls):
         check_anchor_statistics(model, cfg.model.name, cfg.algorithm.name)
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))

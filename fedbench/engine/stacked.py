@@ -35,6 +35,7 @@ from torch.func import grad, vmap
 from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State, StepOracle
+from fedbench.algorithms.representation import RepresentationRule, representation_objective
 from fedbench.config import RunConfig
 from fedbench.data.sampler import batch_indices, client_seed
 from fedbench.engine.aggregation import local_step_sizes
@@ -63,7 +64,7 @@ class StackedRun(Protocol):
     grad_fn_unweighted: Callable[..., dict[str, Tensor]]
     #: The run's local objective (its loss from logits).
     objective: Objective
-    #: For a rule that `uses_representation` (MOON): f(tensors, x) -> (z, logits) with the
+    #: For a `RepresentationRule` (MOON): f(tensors, x) -> (z, logits) with the
     #: model's tensors replaced, and the anchors' representation f(weights, x) (no gradient);
     #: else None.
     representation: Representation | None
@@ -383,7 +384,7 @@ def stacked_step(
     eager step and the compiled whole step (`StackedRun.whole_step`) both run this."""
 
     def gradient() -> list[Tensor]:
-        if algorithm.uses_representation:
+        if isinstance(algorithm, RepresentationRule):
             return representation_gradients(engine, algorithm, y, buffers, xb, yb, local, info)
         return stacked_gradients(engine, y, buffers, xb, yb, mask)
 
@@ -467,7 +468,7 @@ def full_gradients(jobs: list[Row], y: list[Tensor], buffers: dict[str, Tensor])
 
 def representation_gradients(
     engine: StackedRun,
-    algorithm: Algorithm,
+    algorithm: RepresentationRule,
     y: list[Tensor],
     buffers: dict[str, Tensor],
     xb: Tensor,
@@ -475,11 +476,10 @@ def representation_gradients(
     local: State,
     info: RoundInfo,
 ) -> list[Tensor]:
-    """The stacked clients' gradients at y of the objective plus the rule's representation term
-    (MOON), as the sequential engine's local loss: CE(classify(z), labels) +
-    `representation_loss(z, anchor, local, info)` with z the batch's representation and the
-    anchors under each row's own weights (its local state's rows: vmap over the state too).
-    Batches are never padded here (`width_groups`); clipped per client."""
+    """The stacked clients' gradients at y of the sequential executor's objective with the
+    rule's representation term (`representation_objective`, MOON), each row's anchors under
+    its own weights (its local state's rows: vmap over the state too). Batches are never
+    padded here (`width_groups`); clipped per client."""
     rep = engine.representation
     assert rep is not None, "a representation rule on an engine without its representation"
     objective = engine.objective
@@ -487,12 +487,15 @@ def representation_gradients(
     def loss(
         params: dict[str, Tensor], buffers: dict[str, Tensor], x: Tensor, labels: Tensor, row: Any
     ) -> Tensor:
-        z, logits = rep.represent_and_classify({**params, **buffers}, x)
+        tensors = {**params, **buffers}
 
-        def anchor(weights: list[Tensor]) -> Tensor:
-            return rep.represent_with(weights, x)
+        def forward(v: Tensor) -> tuple[Tensor, Callable[[], Tensor]]:
+            z, logits = rep.represent_and_classify(tensors, v)
+            return z, lambda: logits
 
-        return objective.loss(logits, labels) + algorithm.representation_loss(z, anchor, row, info)
+        return representation_objective(
+            algorithm, objective, forward, rep.represent_with, x, labels, row, info
+        )
 
     # The local state rides along the rows: its tensors are mapped, anything else is shared.
     state_dims = tree_map(lambda leaf: 0 if isinstance(leaf, Tensor) else None, local)

@@ -48,6 +48,7 @@ from torch import Tensor
 from torch.func import grad, vmap
 
 from fedbench.algorithms.base import RoundInfo, Scalar, State
+from fedbench.algorithms.representation import uses_representation
 from fedbench.engine.accelerate import batchnorm_in_float32
 from fedbench.engine.captured import CompiledOrEager, compile_per_owner, step_scalars
 from fedbench.engine.graphed import StepGraphs, cuda_step_graphs
@@ -106,7 +107,7 @@ class VectorizedEngine(Engine):
         self._graphed_chunk: int | None = None
         #: MOON's representation objective (fedbench.engine.stacked.representation_gradients).
         self.representation: Representation | None = None
-        if setup.algorithm.uses_representation:
+        if uses_representation(setup.algorithm):
             self.representation = Representation(
                 represent_and_classify(model), represent_with(model, self.names)
             )

@@ -25,9 +25,9 @@ sum_j clip(g_j) is computed one of three ways, all exact:
   chunks so that at most about `PER_SAMPLE_BYTES` of them are alive at once; clipping and
   summing per chunk.
 
-`auto` (the execution plan's rule, fedbench.engine.plan.clipping_method; `privacy.clipping`
-picks one method instead): bk where every trainable layer has a bk rule, else ghost where Opacus
-has one for every trainable layer, else vmap. Private / non-private step measured on the CPU (benchmarks/dp_ratio.py; one
+The mechanism clips with the method it is given and chooses none: `privacy.clipping: auto` is
+the execution plan's rule (fedbench.engine.plan.clipping_method): bk where every trainable layer
+has a bk rule, else ghost where Opacus has one for every trainable layer, else vmap. Private / non-private step measured on the CPU (benchmarks/dp_ratio.py; one
 thread of a loaded 2-core AMD EPYC, thread CPU time; benchmarks/results/dp-ratio-cpu.md):
     ResNet-18 GN 3x32x32 B 50     bk 1.27x  ghost 2.42x  vmap 3.55x  (H200: ghost 5.8x, vmap 41.5x)
     ViT-Base + LoRA 224 px B 16   bk 0.95x  ghost 1.48x  vmap 0.95x  (H200: ghost 1.65x, vmap 1.46x)
@@ -76,9 +76,8 @@ from fedbench.privacy.book_keeping import BookKeeper, _PerSample
 from fedbench.privacy.in_place import copy_inputs_of_in_place_modules, is_in_place_error
 from fedbench.step import Objective, autocast_context, split_model
 
-#: How PrivateGradient computes sum_j clip(g_j) (auto: the plan's `clipping_method`, checked at
-#: each batch size).
-Method = Literal["auto", "bk", "ghost", "vmap"]
+#: How PrivateGradient computes sum_j clip(g_j) (chosen by fedbench.engine.plan).
+Method = Literal["bk", "ghost", "vmap"]
 
 #: Memory for one chunk of per-sample gradients (float32: 4 bytes x d x chunk).
 PER_SAMPLE_BYTES = 256 * 2**20
@@ -172,10 +171,11 @@ def ghost_supported(model: nn.Module) -> bool:
 class PrivateGradient:
     """Computes g_tilde for the resident model's trainable parameters (one object per run).
 
-    `method` auto = the execution plan's rule (fedbench.engine.plan.clipping_method), kept where exact for the model (checked at each
-    batch size it meets, see the module docstring), else vmap; bk, ghost or vmap ask for one
-    method (`strict`: a batch size where it is not exact is an error; default: for bk and
-    ghost). A run's engine passes the method its execution plan chose (fedbench.engine.plan).
+    `method`: bk, ghost or vmap, as the execution plan chose it (fedbench.engine.plan; a
+    direct caller asks `clipping_method(model)` for auto's choice). `strict`: a batch size where
+    bk or ghost is not exact is an error (default: True, a method asked for by name); False:
+    the batch falls back to vmap, as `privacy.clipping: auto` does (checked at each batch size
+    it meets, see the module docstring).
     """
 
     def __init__(
@@ -187,8 +187,8 @@ class PrivateGradient:
         clip: float,
         batch_size: int,
         autocast: torch.dtype | None = None,
-        method: Method = "auto",
-        strict: bool | None = None,
+        method: Method,
+        strict: bool = True,
         objective: Objective | None = None,
     ) -> None:
         by_id = {id(p): name for name, p in model.named_parameters()}
@@ -207,17 +207,10 @@ class PrivateGradient:
         self._per_sample = vmap(
             grad(self._sample_loss), in_dims=(None, None, 0, 0), randomness="different"
         )
-        # A run passes its execution plan's method and whether it was asked by name; a direct
-        # caller's bk or ghost is strict, its auto is the plan's rule with vmap to fall to.
-        self._strict = method in ("bk", "ghost") if strict is None else strict
+        # A run passes its execution plan's method and whether it was asked by name.
+        self._strict = strict
         #: Why bk or ghost clipping was not used for a model with their rules (None otherwise).
         self.fallback: str | None = None
-        if method == "auto":
-            # The rule is the plan's (the only place that chooses); imported here because the
-            # plan imports the run's setup, which imports this module.
-            from fedbench.engine.plan import clipping_method
-
-            method = clipping_method(model)
         self.method: Method = method
         #: The batch sizes at which bk or ghost clipping was checked exact (module docstring):
         #: a batch of another size is checked before it is clipped.

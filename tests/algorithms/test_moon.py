@@ -55,8 +55,7 @@ def test_engine_loss_is_cross_entropy_plus_mu_times_the_contrastive_term() -> No
         forward=model,
         objective=Objective(),
         algorithm=alg,
-        represent=represent,
-        classify=classify,
+        represent_and_classify=lambda x: (represent(x), lambda: classify(represent(x))),
         represent_with=represent_with(model, names),
     )
     xb = torch.randn(6, 5, dtype=torch.float64)

@@ -128,6 +128,7 @@ def test_private_steps_on_a_swin_on_cuda() -> None:
     keeps book-keeping clipping after the first batch's check, close to vmap's clipped sum; ghost
     clipping asked for is refused."""
     from fedbench.config import ModelConfig
+    from fedbench.engine.plan import clipping_method
     from fedbench.errors import FedbenchError
     from fedbench.models import build_model
     from fedbench.privacy.mechanism import PrivateGradient
@@ -141,7 +142,15 @@ def test_private_steps_on_a_swin_on_cuda() -> None:
                 p.normal_(0, 0.1)
     params = [p for p in model.parameters() if p.requires_grad]
     x, y = torch.randn(4, 3, 32, 32, device="cuda"), torch.randint(0, 4, (4,), device="cuda")
-    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.05, batch_size=4)
+    mech = PrivateGradient(
+        model,
+        params,
+        noise_multiplier=0.0,
+        clip=0.05,
+        batch_size=4,
+        method=clipping_method(model),
+        strict=False,
+    )
     got = mech.clipped_sum(x, y)
     assert mech.method == "bk" and mech.fallback is None
     mech.close()

@@ -122,16 +122,21 @@ def test_summary_records_the_plan(tmp_path: Path) -> None:
 
 
 def test_the_clipping_rule_is_the_plans_for_direct_callers_and_the_estimate() -> None:
-    """`PrivateGradient(method="auto")` outside a run and the estimate's ratio lookup (which has
-    no model) use the plan's rule: the same method, the same order."""
+    """A direct caller of the mechanism and the estimate's ratio lookup (which has no model)
+    use the plan's rule: the same method, the same order; the mechanism chooses none."""
     from torch import nn
 
     from fedbench.privacy.mechanism import PrivateGradient
 
     conv1d = nn.Sequential(nn.Conv1d(2, 3, 3), nn.Flatten(), nn.Linear(6, 2))  # Opacus only
     params = list(conv1d.parameters())
-    direct = PrivateGradient(conv1d, params, noise_multiplier=1.0, clip=1.0, batch_size=4)
-    assert direct.method == clipping_method(conv1d) == "ghost"
+    method = clipping_method(conv1d)
+    direct = PrivateGradient(
+        conv1d, params, noise_multiplier=1.0, clip=1.0, batch_size=4, method=method
+    )
+    assert direct.method == method == "ghost"
+    with pytest.raises(TypeError, match="method"):
+        PrivateGradient(conv1d, params, noise_multiplier=1.0, clip=1.0, batch_size=4)  # type: ignore[call-arg]
     assert CLIPPING_ORDER == ("bk", "ghost", "vmap")
     assert clipping_candidates("vmap", "bk") == ["vmap"]
     assert clipping_candidates("auto", "ghost") == ["ghost", "bk", "ghost", "vmap"]

@@ -196,6 +196,8 @@ def test_bk_equals_a_per_example_loop_on_lora_roberta_in_float64() -> None:
         noise_multiplier=0.0,
         clip=_median_norm(model, x, y),
         batch_size=6,
+        method=clipping_method(model),
+        strict=False,
     )
     assert mech.method == "bk"
     _assert_equal(mech.clipped_sum(x, y), _loop(model, x, y, mech.clip))
@@ -228,7 +230,13 @@ def test_bk_keeps_the_method_after_the_check_and_its_hooks_stay_idle() -> None:
     model = conv_gn_model().double()
     x, y = _images()
     mech = PrivateGradient(
-        model, list(model.parameters()), noise_multiplier=1.0, clip=2.0, batch_size=10
+        model,
+        list(model.parameters()),
+        noise_multiplier=1.0,
+        clip=2.0,
+        batch_size=10,
+        method=clipping_method(model),
+        strict=False,
     )
     assert mech.method == "bk"
     mech.clipped_sum(x, y)
@@ -256,7 +264,15 @@ def test_bk_equals_vmap_on_a_lora_swin_whose_windows_are_rows_of_each_sample() -
     clip = _median_norm(model.eval(), x, y)
     model.train()  # drop-path on, except in the first batch's check
     params = [p for p in model.parameters() if p.requires_grad]
-    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=clip, batch_size=4)
+    mech = PrivateGradient(
+        model,
+        params,
+        noise_multiplier=0.0,
+        clip=clip,
+        batch_size=4,
+        method=clipping_method(model),
+        strict=False,
+    )
     assert mech.method == "bk"
     torch.manual_seed(1)  # the same drop-path draws in both sums
     got = mech.clipped_sum(x, y)
@@ -287,7 +303,15 @@ def test_a_layer_that_mixes_samples_falls_back_to_vmap_or_fails_when_asked_for()
     x, y = _images(2, (3, 4))
     y = y % 2
     params = list(model.parameters())
-    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.1, batch_size=2)
+    mech = PrivateGradient(
+        model,
+        params,
+        noise_multiplier=0.0,
+        clip=0.1,
+        batch_size=2,
+        method=clipping_method(model),
+        strict=False,
+    )
     assert mech.method == "bk"  # chosen, not yet checked
     got = mech.clipped_sum(x, y)
     assert mech.method == "vmap" and mech._bk is None
@@ -353,7 +377,15 @@ def test_models_that_break_bk_fall_back_to_vmap_exactly(model, batch, why: str) 
     x, y = batch()
     y = y % 2
     params = list(model.parameters())
-    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.1, batch_size=x.shape[0])
+    mech = PrivateGradient(
+        model,
+        params,
+        noise_multiplier=0.0,
+        clip=0.1,
+        batch_size=x.shape[0],
+        method=clipping_method(model),
+        strict=False,
+    )
     assert mech.method == "bk"
     got = mech.clipped_sum(x, y)
     assert mech.method == "vmap" and why in (mech.fallback or ""), mech.fallback

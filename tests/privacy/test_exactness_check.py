@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.engine.plan import clipping_method
 from fedbench.errors import FedbenchError
 from fedbench.privacy.mechanism import PrivateGradient, checked_samples
 from tests.conftest import TINY
@@ -103,9 +104,12 @@ def _assert_equal(got: list[torch.Tensor], want: list[torch.Tensor]) -> None:
 
 
 def _mechanism(model: nn.Module, clip: float, method: str = "auto") -> PrivateGradient:
+    """`auto`: the plan's method, falling back to vmap where it is not exact (a run's auto)."""
     params = [p for p in model.parameters() if p.requires_grad]
+    strict = method != "auto"
+    chosen = clipping_method(model) if method == "auto" else method
     return PrivateGradient(
-        model, params, noise_multiplier=0.0, clip=clip, batch_size=8, method=method
+        model, params, noise_multiplier=0.0, clip=clip, batch_size=8, method=chosen, strict=strict
     )  # type: ignore[arg-type]
 
 

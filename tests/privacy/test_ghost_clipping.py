@@ -8,6 +8,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.engine.plan import clipping_method
 from fedbench.errors import FedbenchError
 from fedbench.privacy.conv_norms import use_ghost_norm
 from fedbench.privacy.mechanism import PrivateGradient, ghost_supported
@@ -117,7 +118,13 @@ def test_models_without_an_opacus_rule_use_vmap() -> None:
     model = nn.Sequential(nn.Linear(3, 4), Scale())
     assert ghost_supported(conv_model()) and not ghost_supported(model)
     mech = PrivateGradient(
-        model, list(model.parameters()), noise_multiplier=1.0, clip=1.0, batch_size=4
+        model,
+        list(model.parameters()),
+        noise_multiplier=1.0,
+        clip=1.0,
+        batch_size=4,
+        method=clipping_method(model),
+        strict=False,
     )
     assert mech.method == "vmap"
 
@@ -179,7 +186,15 @@ def test_norms_of_the_right_length_but_wrong_values_fall_back_to_vmap() -> None:
     x = torch.randn(3, 3, 4, generator=gen, dtype=torch.float64)  # B = L = 3
     y = torch.randint(0, 3, (3,), generator=gen)
     params = list(model.parameters())
-    mech = PrivateGradient(model, params, noise_multiplier=0.0, clip=0.1, batch_size=3)
+    mech = PrivateGradient(
+        model,
+        params,
+        noise_multiplier=0.0,
+        clip=0.1,
+        batch_size=3,
+        method=clipping_method(model),
+        strict=False,
+    )
     assert mech.method == "bk"
     got = mech.clipped_sum(x, y)
     assert mech.method == "vmap" and "differ from the exact ones" in (mech.fallback or "")

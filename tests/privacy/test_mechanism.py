@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.engine.plan import clipping_method
 from fedbench.errors import FedbenchError
 from fedbench.privacy.mechanism import (
     PrivateGradient,
@@ -31,7 +32,9 @@ def tiny_batch(b: int = 12) -> tuple[torch.Tensor, torch.Tensor]:
 
 def mechanism(model: nn.Module, **kw) -> PrivateGradient:
     params = [p for p in model.parameters() if p.requires_grad]
-    defaults = {"noise_multiplier": 1.0, "clip": 0.1, "batch_size": 12}
+    # privacy.clipping auto: the plan's method, falling back to vmap where it is not exact
+    defaults = {"noise_multiplier": 1.0, "clip": 0.1, "batch_size": 12, "strict": False}
+    defaults["method"] = clipping_method(model)
     return PrivateGradient(model, params, **{**defaults, **kw})
 
 
