@@ -496,9 +496,9 @@ def study_errors(path: Path) -> Iterator[None]:
     naming the file, instead of SQLAlchemy's and Optuna's tracebacks."""
     import sqlite3
 
+    optuna = _optuna()  # first: without Optuna (fedbench[tune]) SQLAlchemy is missing too
     from sqlalchemy.exc import SQLAlchemyError
 
-    optuna = _optuna()
     try:
         yield
     except (SQLAlchemyError, sqlite3.Error, optuna.exceptions.StorageInternalError) as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import optuna
@@ -321,3 +322,18 @@ def test_a_tuned_file_from_before_the_held_out_split_is_reported_as_chosen_on_th
     cell = {**cell, "objective": {**objective, "test_set_seen": False}}
     new.write_text(yaml.safe_dump({"table": "tiny", "rows": {"Local SGD": {"-": cell}}}))
     assert tuned_split(new) == "a 0.1 validation split of the training data (20-round trials)"
+
+
+def test_tune_without_optuna_installed_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain `pip install fedbench` has neither Optuna nor SQLAlchemy (its dependency): the
+    study store's error guard asked for SQLAlchemy first, a traceback in a fresh virtualenv."""
+    from fedbench.runner.tune import study_errors
+
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import fails: ImportError
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)
+    monkeypatch.setitem(sys.modules, "sqlalchemy.exc", None)
+    needs = r"needs Optuna; install it with .*fedbench\[tune\]"
+    with pytest.raises(FedbenchError, match=needs), study_errors(tmp_path / "study.db"):
+        pass
