@@ -100,9 +100,15 @@ MATRIX.update(
             False,
         ),
         # seeds_together with the sequential executor: a config that loads, and the plan (not
-        # the config) says the seeds train one by one
+        # the config) says the seeds train one by one (runtime.threads 1: the first run leaves
+        # the process' thread state to the second, which an auto layout entry would read)
         "seeds-together-sequential": (
-            ["algorithm.name=fedadamw", "runtime.engine=sequential", "runtime.seeds_together=2"],
+            [
+                "algorithm.name=fedadamw",
+                "runtime.engine=sequential",
+                "runtime.seeds_together=2",
+                "runtime.threads=1",
+            ],
             2,
             False,
         ),
