@@ -146,8 +146,8 @@ class GradientOracle(Protocol):
     def full(self) -> Tensors:
         """The gradient of the client's mean objective over ALL its local samples at the current
         y (MimeLite's grad f_i(x) with `full_batch_gradient`), clipped as a step's gradient; no
-        augmentation, and the model's buffers are left as they were. Offered where the rule
-        `uses_full_gradient` (refused with sample-level DP)."""
+        augmentation, and the model's buffers are left as they were. For a `FullGradientRule`
+        (fedbench.algorithms.full_gradient; refused with sample-level DP)."""
         ...
 
 
@@ -353,14 +353,6 @@ class Algorithm(ABC):
         oracle's calls in every private client round, so that a rule whose calls disagree with
         it fails rather than report a wrong epsilon."""
         return {cls.gradients_per_step: local_steps}
-
-    @classmethod
-    def uses_full_gradient(cls, params: AlgorithmConfig) -> bool:
-        """True: the rule asks its gradient oracle for the gradient of the client's mean loss
-        over its whole local data (`GradientOracle.full`; MimeLite's c_i with
-        `full_batch_gradient`, at the first step). Not privatised: sample-level DP refuses it,
-        and the executors take the pass outside a compiled or graphed step."""
-        return False
 
     def local_step_with_oracle(
         self,

@@ -35,6 +35,7 @@ from fedbench.algorithms.base import (
     zeros_like,
 )
 from fedbench.algorithms.fedavg import FedAvgConfig
+from fedbench.algorithms.full_gradient import FullGradientRule
 from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
 
@@ -50,7 +51,7 @@ class MimeLiteConfig(FedAvgConfig):
 
 
 @ALGORITHMS.register("mimelite")
-class MimeLite(Algorithm):
+class MimeLite(Algorithm, FullGradientRule):
     """Local SGD steps with the server's momentum m applied (and frozen) on every client."""
 
     Params = MimeLiteConfig

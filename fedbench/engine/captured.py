@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, RoundInfo, Scalar, State
+from fedbench.algorithms.full_gradient import uses_full_gradient
 from fedbench.algorithms.representation import uses_representation
 from fedbench.step import Objective, autocast_context, clip_by_norm_, split_model
 
@@ -66,7 +67,7 @@ def captured_unsupported(algorithm: Algorithm, private: bool) -> str | None:
         return f"{name}'s local rule takes its step scalars as Python numbers"
     if type(algorithm).local_step_with_oracle is not Algorithm.local_step_with_oracle:
         return f"{name} computes several gradients per step"
-    if uses_representation(algorithm) or algorithm.uses_full_gradient(algorithm.params):
+    if uses_representation(algorithm) or uses_full_gradient(algorithm, algorithm.params):
         return f"{name} adds a pass outside the step (representation or full gradient)"
     return None
 

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.full_gradient import uses_full_gradient
 from fedbench.config import PrivacyConfig, RunConfig
 from fedbench.errors import FedbenchError
 from fedbench.privacy.accounting import (
@@ -247,7 +248,7 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name, cfg.privacy.level)
-    if cfg.privacy.level == "sample" and algorithm_cls.uses_full_gradient(cfg.algorithm):
+    if cfg.privacy.level == "sample" and uses_full_gradient(algorithm_cls, cfg.algorithm):
         raise FedbenchError(
             f"{cfg.algorithm.name}'s full-data gradient pass (full_batch_gradient) is not "
             "privatised by sample-level DP; set algorithm.full_batch_gradient false"

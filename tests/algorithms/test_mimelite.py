@@ -1,6 +1,7 @@
 """mimelite: the hand rule (server momentum m frozen in every local step, c_i the gradient at x,
 m <- (1 - beta) mean c_i + beta m) over rounds with partial participation."""
 
+import pytest
 import torch
 
 from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
@@ -146,3 +147,23 @@ def test_engine_mimelite_full_batch_runs_and_refuses_sample_level_dp(run_cli, tm
     )  # fmt: skip
     assert code == 2 and "set algorithm.full_batch_gradient false" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_full_data_pass_is_refused_with_sample_level_dp() -> None:
+    """MimeLite is a `FullGradientRule` (its hook is off the Algorithm base class): the pass is
+    not privatised, so sample-level DP refuses it, and without it the same run is taken."""
+    from fedbench.algorithms import ALGORITHMS
+    from fedbench.algorithms.full_gradient import FullGradientRule, uses_full_gradient
+    from fedbench.config import load_run_config
+    from fedbench.engine.setup import prepare_run
+    from fedbench.errors import FedbenchError
+
+    cls = ALGORITHMS.get("dp_mimelite")
+    assert issubclass(cls, FullGradientRule)
+    assert uses_full_gradient(cls, cls.Params(full_batch_gradient=True))
+    assert not uses_full_gradient(ALGORITHMS.get("fedavg"), cls.Params(full_batch_gradient=True))
+    items = ["data.name=digits", "runtime.device=cpu", "partition.clients=4", "fl.rounds=1"]
+    items += ["algorithm.name=dp_mimelite", "privacy.noise_multiplier=1.0"]
+    with pytest.raises(FedbenchError, match=r"full-data gradient pass .* not privatised"):
+        prepare_run(load_run_config(None, [*items, "algorithm.full_batch_gradient=true"]))
+    prepare_run(load_run_config(None, items))
