@@ -186,24 +186,30 @@ class StepOracle:
 @dataclass(frozen=True)
 class Floats:
     """A number of floats as `d` times the trainable parameters plus `blocks` times B, the
-    number of second-moment blocks (FedAdamW): the unit of comm_up and comm_down."""
+    number of second-moment blocks (FedAdamW), plus `local` times L, the floats of the tensors
+    a split-model method keeps off the wire (its personal part, or FedBABU's frozen head:
+    `Algorithm.n_local`): the unit of comm_up and comm_down."""
 
     d: int = 0
     blocks: int = 0
+    local: int = 0
 
     def __add__(self, other: Floats) -> Floats:
-        return Floats(self.d + other.d, self.blocks + other.blocks)
+        return Floats(self.d + other.d, self.blocks + other.blocks, self.local + other.local)
 
-    def count(self, d: int, blocks: int) -> float:
-        return float(self.d * d + self.blocks * blocks)
+    def count(self, d: int, blocks: int, local: int = 0) -> float:
+        return float(self.d * d + self.blocks * blocks + self.local * local)
 
     def __str__(self) -> str:
-        terms = [
-            f"{'' if coef == 1 else coef}{symbol}"
-            for coef, symbol in ((self.d, "d"), (self.blocks, "B"))
-            if coef
-        ]
-        return " + ".join(terms) or "0"
+        text = ""
+        for coef, symbol in ((self.d, "d"), (self.blocks, "B"), (self.local, "L")):
+            if not coef:
+                continue
+            size = abs(coef)
+            term = f"{'' if size == 1 else size}{symbol}"
+            sign = "-" if coef < 0 else "+"
+            text = f"{text} {sign} {term}" if text else (term if coef > 0 else f"-{term}")
+        return text or "0"
 
 
 @dataclass(frozen=True)
@@ -304,11 +310,16 @@ class Algorithm(ABC):
         """B, the number of second-moment blocks in the sizes above (0: no blocks)."""
         return 0
 
+    def n_local(self) -> int:
+        """L, the floats of the tensors that never go over the wire (0: none; the split-model
+        methods of fedbench.personal.split)."""
+        return 0
+
     def comm_up(self) -> float:
-        return self.upload_size(self.params).count(self.spec.d, self.n_blocks())
+        return self.upload_size(self.params).count(self.spec.d, self.n_blocks(), self.n_local())
 
     def comm_down(self) -> float:
-        return self.download_size(self.params).count(self.spec.d, self.n_blocks())
+        return self.download_size(self.params).count(self.spec.d, self.n_blocks(), self.n_local())
 
     # --- server -------------------------------------------------------------------------------
     def init_server_state(self, x: Tensors) -> State:
