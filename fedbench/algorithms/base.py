@@ -48,6 +48,11 @@ class ParamSpec:
     #: The names of the model's head (its final classification layer), as its model family
     #: defines it (fedbench.personal.heads); empty for a model of no known family.
     head_params: frozenset[str] = frozenset()
+    #: The trainable parameter names of the model's BatchNorm layers (their weight and bias),
+    #: and the positions of their buffers (running mean, variance, batch count) among the
+    #: model's state_dict buffers in the engine's order (FedBN keeps both on the clients).
+    batchnorm_params: frozenset[str] = frozenset()
+    batchnorm_buffers: tuple[int, ...] = ()
 
     @property
     def d(self) -> int:
@@ -417,6 +422,12 @@ class Algorithm(ABC):
         state (None: a client that never trained). Called by every executor before the client's
         first step (on a stacked row's views in the vectorised one) and by the evaluation."""
         return None
+
+    def local_buffers(self) -> frozenset[int]:
+        """Positions (in the state_dict buffers' order) of the buffers that stay on the
+        clients: left out of the round's mean, so the server's copies never change (FedBN's
+        BatchNorm statistics, which `load_client` / `store_buffers` keep per client)."""
+        return frozenset()
 
     def store_buffers(self, state: State | None, buffers: Sequence[Tensor]) -> State | None:
         """With `personalises`: the state to store for the client given its trained buffers

@@ -124,11 +124,18 @@ def end_client(
     results.add(
         {key: list(tensors) for key, tensors in upload.items()},  # a foreach op's tuple, too
         fed.weight(start.client),
-        buffers=trained.buffers,
+        buffers=shared_buffers(algorithm, trained.buffers),
         v_block_means=algorithm.v_block_means(local) if results.diagnostics else None,
         client=start.client,
         step_ratio=trained.step_ratio,
     )
+
+
+def shared_buffers(algorithm: Algorithm, buffers: Sequence[Tensor]) -> Sequence[Tensor]:
+    """The buffers the round averages: all but the algorithm's `local_buffers` (FedBN's
+    BatchNorm statistics stay on the clients)."""
+    local = algorithm.local_buffers()
+    return [b for j, b in enumerate(buffers) if j not in local] if local else buffers
 
 
 def finish(fed: Federation, results: RoundResults, info: RoundInfo) -> dict[str, Any] | None:

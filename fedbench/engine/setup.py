@@ -51,11 +51,31 @@ def param_spec(model: nn.Module) -> ParamSpec:
         if isinstance(count, int):
             for pname, _ in module.named_parameters():
                 heads[f"{module_name}.{pname}" if module_name else pname] = count
+    norms = [
+        (name, module)
+        for name, module in model.named_modules()
+        if isinstance(module, nn.modules.batchnorm._BatchNorm)
+    ]
+    trainable = {n for n, _ in named}
+    norm_params = {
+        f"{name}.{pname}" if name else pname
+        for name, module in norms
+        for pname, _ in module.named_parameters(recurse=False)
+    }
+    norm_buffers = {
+        f"{name}.{bname}" if name else bname
+        for name, module in norms
+        for bname, _ in module.named_buffers(recurse=False)
+    }
+    in_state = set(model.state_dict())
+    buffer_names = [n for n, _ in model.named_buffers() if n in in_state]  # the engine's order
     return ParamSpec(
         names=[n for n, _ in named],
         shapes=[p.shape for _, p in named],
         heads=heads,
         head_params=head_names(model),
+        batchnorm_params=frozenset(norm_params & trainable),
+        batchnorm_buffers=tuple(j for j, n in enumerate(buffer_names) if n in norm_buffers),
     )
 
 

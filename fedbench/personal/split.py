@@ -1,26 +1,27 @@
-"""Split-model personalisation: the rule pieces FedBN, FedPer, FedRep, LG-FedAvg and FedBABU share
+"""Split-model personalisation: what FedBN, FedPer, FedRep, LG-FedAvg and FedBABU share
 (docs/personalised.md, "Split-model methods").
 
-A split method partitions the model's trainable tensors in two: a *shared* part that every sampled
-client uploads and the server averages, and a *local* part that never leaves the client and is
-kept for it between rounds. A client starts its round from the global model with its own local
-part put back (`start_weights`); during its K steps it trains the tensors its schedule says
-(`masked_sgd_step_`: all of them, the body only, the head only); it uploads the change of the
-shared part only (`shared_delta`, zeros on the local part, so the server's copy of the local part
-never moves) and keeps its local part (`local_part`). What is local is each method's:
+A split method partitions the model's trainable tensors in two: a *shared* part that every
+sampled client uploads and the server averages, and the rest, which never goes over the wire.
+Its personal part (`PersonalAlgorithm.personal_names`) is loaded over x before a client trains
+and stored after (fedbench.personal.base); its local schedule says which tensors local step k
+trains (`trained_names`: all of them, the body, the head), the others not moving at all
+(`masked_sgd_step_`); its server step applies the mean update to the shared part only
+(`SplitMethod.server_update`), so x's copy of the other tensors stays at its initialisation
+even under client-level DP, whose noise on those coordinates is discarded.
 
-    FedPer, FedRep     the head (personal classifier), shared body
-    LG-FedAvg          the body (local representation), shared head
-    FedBN              the BatchNorm layers (affine parameters; their running statistics are
-                       buffers, kept beside them)
-    FedBABU            nothing local during training; the head is frozen at its initialisation
-                       (never trained, so its upload is zero) and fine-tuned at evaluation
+    method       personal (stored)         trained at step k           shared (uploaded)
+    FedPer       head                      all                         body
+    FedRep       head                      head for k <= K_h, then     body
+                                           body (order: head_first)
+    LG-FedAvg    body                      all                         head
+    FedBN        BatchNorm layers          all                         all but BatchNorm
+    FedBABU      - (head frozen at init)   body                        body
 
-A mask is one bool per trainable tensor in the algorithm's order (`ParamSpec.names`). The local
-part is stored as the list of its tensors in that order (the compact form: a client keeps only
-its own tensors, not a model-sized copy). Every function is elementwise per tensor (a Python-level
-choice of tensors, then torch._foreach_* ops), so the same rule runs on one client's tensors and
-on the vectorised engine's stacked rows.
+A mask is one bool per trainable tensor in the spec's order (`ParamSpec.names`). The rule
+pieces are elementwise per tensor (a Python-level choice of tensors, then torch._foreach_*
+ops), so the same rule runs on one client's tensors and on the vectorised engine's stacked
+rows.
 """
 
 from __future__ import annotations
@@ -29,16 +30,27 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
+from pydantic import Field
 
-from fedbench.algorithms.base import Scalar, Tensors, TensorSeq, add_coupled_decay_, add_scaled_
+from fedbench.algorithms.base import (
+    Floats,
+    ParamSpec,
+    RoundInfo,
+    Scalar,
+    State,
+    Tensors,
+    TensorSeq,
+    add_coupled_decay_,
+    add_scaled_,
+)
+from fedbench.algorithms.hyperparams import AlgorithmConfig
+from fedbench.errors import FedbenchError
+from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
 
 #: One bool per trainable tensor, in the algorithm's order.
 Mask = tuple[bool, ...]
-
-
-def invert(mask: Mask) -> Mask:
-    """The other part of the split."""
-    return tuple(not m for m in mask)
+Phase = Literal["head", "body"]
+Order = Literal["head_first", "body_first"]
 
 
 def pick(tensors: TensorSeq, mask: Mask) -> Tensors:
@@ -49,28 +61,12 @@ def pick(tensors: TensorSeq, mask: Mask) -> Tensors:
     return [t for t, m in zip(tensors, mask, strict=True) if m]
 
 
-def start_weights(x: TensorSeq, kept: TensorSeq | None, local: Mask) -> Tensors:
-    """y^0 of a client: x on the shared part, the client's kept tensors on its local part (x
-    there too on a first visit, `kept` None: a client that never trained starts from the global
-    model's copy of the local part, which the server never changes)."""
-    if kept is None:
-        return list(x)
-    if len(kept) != sum(local):
-        raise ValueError(f"{len(kept)} kept tensors for a local part of {sum(local)}")
-    own = iter(kept)
-    return [next(own) if m else t for t, m in zip(x, local, strict=True)]
-
-
-def local_part(y: TensorSeq, local: Mask) -> Tensors:
-    """What a client keeps after its round: copies of its local tensors (y is the resident model
-    or a stacked row, overwritten by the next client)."""
-    return [t.detach().clone() for t in pick(y, local)]
-
-
-def shared_delta(y: TensorSeq, x: TensorSeq, local: Mask) -> Tensors:
-    """The upload Delta_i: y - x on the shared part, exactly 0 on the local part, so that the
-    server's mean (and its step x <- x + eta_g Delta_bar) leaves x's local part as it was."""
-    return [torch.zeros_like(xj) if m else yj - xj for yj, xj, m in zip(y, x, local, strict=True)]
+def mask_of(names: Sequence[str], chosen: frozenset[str] | set[str]) -> Mask:
+    """The mask of the tensors named in `chosen` (each must be a trainable tensor's name)."""
+    unknown = set(chosen) - set(names)
+    if unknown:
+        raise ValueError(f"not trainable tensors of the model: {sorted(unknown)}")
+    return tuple(name in chosen for name in names)
 
 
 def masked_sgd_step_(
@@ -84,10 +80,6 @@ def masked_sgd_step_(
         return
     add_coupled_decay_(gs, ys, weight_decay)
     add_scaled_(ys, gs, -lr)
-
-
-Phase = Literal["head", "body"]
-Order = Literal["head_first", "body_first"]
 
 
 def head_steps(local_steps: int, head_epochs: int, body_epochs: int) -> int:
@@ -113,9 +105,93 @@ def fedrep_phase(
     return "body" if k <= local_steps - k_head else "head"
 
 
-def mask_of(names: Sequence[str], chosen: frozenset[str] | set[str]) -> Mask:
-    """The mask of the tensors named in `chosen` (each must be a trainable tensor's name)."""
-    unknown = set(chosen) - set(names)
-    if unknown:
-        raise ValueError(f"not trainable tensors of the model: {sorted(unknown)}")
-    return tuple(name in chosen for name in names)
+class SplitConfig(PersonalConfig):
+    """The local SGD of the split methods (fedavg's defaults) and their evaluation fine-tuning."""
+
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
+    finetune_steps: int = Field(
+        default=10,
+        ge=0,
+        description="local SGD steps of the personal part (the method's fine-tuning) that the "
+        "personalised evaluation runs on each client, and on each unseen client; 0: none",
+    )
+
+
+class SplitMethod(PersonalAlgorithm):
+    """Base of the split-model methods (module docstring): local SGD on the tensors of
+    `trained_names`, the upload and server step on `shared_names`, the personal part of
+    `personal_names` kept on the client, and fine-tuning of `finetune_names`."""
+
+    Params = SplitConfig
+    params: SplitConfig
+    supports_privacy = True
+    uses_head = True
+
+    def __init__(self, params: AlgorithmConfig, spec: ParamSpec, *, num_clients: int) -> None:
+        super().__init__(params, spec, num_clients=num_clients)
+        if self.uses_head and spec.head_params == frozenset(spec.names):
+            raise FedbenchError(
+                f"{params.name} splits the model into a body and a head, but this model's head "
+                "is the whole model (logreg); use a model with a body: cnn, mlp, resnet18, ..."
+            )
+        # Every mask a step can ask for, made here: the object keeps no state from the runs
+        # it serves (the rule contract, tests/algorithms/test_rule_contract.py).
+        every = frozenset(spec.names)
+        parts = (every, spec.head_params, every - spec.head_params, self.personal_names())
+        self._masks = {names: mask_of(spec.names, names) for names in parts}
+        self.shared_mask = self.mask(self.shared_names())
+        self.personal_index, self.finetune_index  # noqa: B018 (the base's cached indices)
+
+    # --- the split -----------------------------------------------------------------------------
+    def shared_names(self) -> frozenset[str]:
+        """The tensors clients upload and the server averages (default: all but the personal
+        part)."""
+        return frozenset(self.spec.names) - self.personal_names()
+
+    def trained_names(self, k: int, info: RoundInfo) -> frozenset[str]:
+        """The tensors local step k trains (default: all of them)."""
+        return frozenset(self.spec.names)
+
+    def finetune_names(self) -> frozenset[str] | None:
+        """The evaluation's fine-tuning trains the personal part (FedBABU: its own switch)."""
+        return self.personal_names()
+
+    def mask(self, names: frozenset[str]) -> Mask:
+        """The mask of `names` (those of the split's parts are made once, in __init__)."""
+        found = self._masks.get(names)
+        return mask_of(self.spec.names, names) if found is None else found
+
+    def n_local(self) -> int:
+        """L: the floats of the tensors that are not uploaded (the personal part, or FedBABU's
+        frozen head)."""
+        return sum(
+            int(torch.Size(s).numel())
+            for s, shared in zip(self.spec.shapes, self.shared_mask, strict=True)
+            if not shared
+        )
+
+    @classmethod
+    def upload_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=1, local=-1)
+
+    @classmethod
+    def download_size(cls, params: AlgorithmConfig) -> Floats:
+        return Floats(d=1, local=-1)
+
+    # --- the rule -------------------------------------------------------------------------------
+    def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
+        # k is a Python int: the split methods do not set capturable_step.
+        trained = self.mask(self.trained_names(int(k), info))
+        masked_sgd_step_(y, g, trained, lr=info.lr, weight_decay=self.params.weight_decay)
+
+    def server_update(
+        self, x: Tensors, mean: dict[str, Tensors], server: State, info: RoundInfo
+    ) -> None:
+        """x <- x + eta_g Delta_bar on the shared part only. Without noise the other part of
+        Delta_bar is exactly 0 and this is the default step; under client-level DP its noise
+        is discarded, so x's copy of the personal part is never moved by it."""
+        shared = self.shared_mask
+        torch._foreach_add_(
+            pick(x, shared), pick(mean["delta"], shared), alpha=self.params.server_lr
+        )

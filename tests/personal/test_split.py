@@ -1,19 +1,17 @@
-"""The split-model rule pieces (fedbench.algorithms.split), on tiny float64 tensors with the
+"""The split-model rule pieces (fedbench.personal.split), on tiny float64 tensors with the
 numbers written out."""
 
 import pytest
 import torch
 
-from fedbench.algorithms.split import (
+from fedbench.algorithms import ALGORITHMS
+from fedbench.personal.split import (
+    SplitMethod,
     fedrep_phase,
     head_steps,
-    invert,
-    local_part,
     mask_of,
     masked_sgd_step_,
     pick,
-    shared_delta,
-    start_weights,
 )
 
 F64 = torch.float64
@@ -21,40 +19,6 @@ F64 = torch.float64
 
 def t(*values: float) -> torch.Tensor:
     return torch.tensor(values, dtype=F64)
-
-
-def test_start_weights_puts_the_kept_local_part_back() -> None:
-    x = [t(1.0, 2.0), t(3.0), t(4.0, 5.0)]
-    kept = [t(-7.0)]
-    y = start_weights(x, kept, (False, True, False))
-    assert [v.tolist() for v in y] == [[1.0, 2.0], [-7.0], [4.0, 5.0]]
-    assert y[0] is x[0] and y[1] is kept[0]  # no copy: the engine copies into its model
-
-
-def test_start_weights_first_visit_is_the_global_model() -> None:
-    x = [t(1.0), t(2.0)]
-    assert start_weights(x, None, (True, False)) == x
-
-
-def test_start_weights_refuses_a_store_of_the_wrong_size() -> None:
-    with pytest.raises(ValueError, match="2 kept tensors for a local part of 1"):
-        start_weights([t(1.0), t(2.0)], [t(0.0), t(0.0)], (True, False))
-
-
-def test_shared_delta_is_zero_on_the_local_part() -> None:
-    y = [t(1.5, 2.0), t(0.25)]
-    x = [t(1.0, 3.0), t(1.0)]
-    delta = shared_delta(y, x, (False, True))
-    assert [d.tolist() for d in delta] == [[0.5, -1.0], [0.0]]
-    assert delta[1].dtype == F64
-
-
-def test_local_part_copies_the_local_tensors() -> None:
-    y = [t(1.0), t(2.0), t(3.0)]
-    kept = local_part(y, (True, False, True))
-    assert [k.tolist() for k in kept] == [[1.0], [3.0]]
-    y[0].add_(10.0)
-    assert kept[0].item() == 1.0
 
 
 def test_masked_sgd_step_updates_only_the_trained_tensors_by_hand() -> None:
@@ -108,7 +72,6 @@ def test_masks() -> None:
     names = ["conv.weight", "fc.weight", "fc.bias"]
     mask = mask_of(names, {"fc.weight", "fc.bias"})
     assert mask == (False, True, True)
-    assert invert(mask) == (True, False, False)
     a, b, c = t(1.0), t(2.0), t(3.0)
     picked = pick([a, b, c], mask)
     assert len(picked) == 2 and picked[0] is b and picked[1] is c
@@ -116,3 +79,17 @@ def test_masks() -> None:
         mask_of(names, {"fc.scale"})
     with pytest.raises(ValueError, match="2 tensors but a mask of 3"):
         pick([t(1.0), t(2.0)], mask)
+
+
+def test_the_five_methods_are_registered_with_their_papers_defaults() -> None:
+    for name in ("fedper", "fedrep", "lg_fedavg", "fedbn", "fedbabu"):
+        cls = ALGORITHMS.get(name)
+        assert issubclass(cls, SplitMethod)
+        p = cls.Params()
+        assert (p.lr, p.weight_decay, p.finetune_steps, p.finetune_lr) == (0.1, 1e-3, 10, None)
+    fedrep = ALGORITHMS.get("fedrep").Params()
+    assert (fedrep.head_epochs, fedrep.body_epochs, fedrep.order) == (10, 1, "head_first")
+    assert ALGORITHMS.get("fedbabu").Params().finetune == "full"
+    # a DP twin where the rule is stated (docs/personalised.md); none for FedBN (BatchNorm)
+    assert {f"dp_{n}" in ALGORITHMS for n in ("fedper", "fedrep", "lg_fedavg", "fedbabu")} == {True}
+    assert "dp_fedbn" not in ALGORITHMS
