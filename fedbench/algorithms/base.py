@@ -325,7 +325,7 @@ class Algorithm(ABC):
 
     def n_local(self) -> int:
         """L, the floats of the tensors that never go over the wire (0: none; the split-model
-        methods of fedbench.personal.split)."""
+        methods of fedbench.algorithms.split)."""
         return 0
 
     def comm_up(self) -> float:

@@ -21,7 +21,7 @@ from fedbench.engine.protocol import ClientStart, Federation, Trained, run_round
 
 SHAPES = [torch.Size([3, 2]), torch.Size([2])]
 #: b plays the model's head and a BatchNorm layer's affine part for the personalised methods
-#: that split the model (fedbench.personal.split); every other rule ignores both fields.
+#: that split the model (fedbench.algorithms.split); every other rule ignores both fields.
 SPEC = ParamSpec(
     names=["weight", "bias"],
     shapes=SHAPES,

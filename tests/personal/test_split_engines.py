@@ -16,6 +16,7 @@ from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.errors import FedbenchError
+from fedbench.personal.store import state_bytes
 from tests.engine.nets import build_engine
 from tests.engine.test_vectorized import _assert_same, _config, _setup
 
@@ -76,6 +77,11 @@ def test_fedbn_keeps_batchnorm_on_the_clients(engine_cls: type[Engine], tmp_path
     assert not torch.equal(means[0], means[1])
     counts = {int(s["batchnorm_statistics"][2]) for s in states.values()}
     assert counts <= {4, 8, 12}  # K = 4 steps per visit, 1 to 3 visits
+    # a stored state: 448 BatchNorm weights and biases, as many running means and variances
+    # (float64 here) and 3 int64 counts; the plan's fp32 estimate counts a count as 2 floats
+    stored = next(iter(states.values()))
+    assert state_bytes(stored) == 8 * (448 + 448) + 3 * 8
+    assert engine.setup.algorithm.stored_floats() == 448 + 448 + 3 * 2
 
 
 @pytest.mark.parametrize("name", ["fedper", "fedrep", "fedbabu", "lg_fedavg"])

@@ -21,6 +21,12 @@ from tests.conftest import read_metrics, strip_elapsed
 METHODS: dict[str, tuple[str, ...]] = {
     "local_only": ("algorithm.lr=0.05", "algorithm.finetune_steps=2"),
     "fedavg_ft": ("algorithm.lr=0.05", "algorithm.finetune_steps=2"),
+    # pfl-split: the split-model methods
+    "fedbabu": ("algorithm.lr=0.05", "algorithm.finetune_steps=2"),
+    "fedbn": ("algorithm.lr=0.05", "algorithm.finetune_steps=2", "model.name=cnn_bn"),
+    "fedper": ("algorithm.lr=0.05", "algorithm.finetune_steps=2"),
+    "fedrep": ("algorithm.lr=0.05", "algorithm.finetune_steps=2"),
+    "lg_fedavg": ("algorithm.lr=0.05", "algorithm.finetune_steps=2"),
 }
 
 

@@ -15,10 +15,10 @@ import fedbench.engine.client as client_module
 import fedbench.engine.loop as loop_module
 import fedbench.privacy.client_level as client_level_module
 from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import load_run_config
 from fedbench.engine import train
 from fedbench.engine.setup import prepare_run
-from fedbench.personal.base import PersonalAlgorithm
 from fedbench.privacy.accounting import account
 from fedbench.privacy.client_level import ClientLevelPlan
 from fedbench.privacy.mechanism import PrivateGradient

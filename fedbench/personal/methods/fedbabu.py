@@ -22,7 +22,7 @@ from pydantic import Field
 
 from fedbench.algorithms.base import RoundInfo
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.split import SplitConfig, SplitMethod
+from fedbench.algorithms.split import SplitConfig, SplitMethod
 
 
 class FedBABUConfig(SplitConfig):

@@ -32,8 +32,8 @@ from torch import Tensor
 from fedbench.algorithms.base import ParamSpec, State, TensorSeq
 from fedbench.algorithms.hyperparams import AlgorithmConfig
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.algorithms.split import SplitConfig, SplitMethod
 from fedbench.errors import FedbenchError
-from fedbench.personal.split import SplitConfig, SplitMethod
 
 #: The key of a client's BatchNorm statistics in its stored state.
 STATISTICS = "batchnorm_statistics"
@@ -64,6 +64,12 @@ class FedBN(SplitMethod):
 
     def personal_names(self) -> frozenset[str]:
         return self.spec.batchnorm_params
+
+    def stored_floats(self) -> int:
+        """The BatchNorm weights and biases, as many running means and variances (one of each
+        per channel, as the weight and the bias), and each layer's int64 batch count (the bytes
+        of 2 floats)."""
+        return 2 * super().stored_floats() + 2 * len(self.spec.batchnorm_buffers) // 3
 
     def local_buffers(self) -> frozenset[int]:
         return frozenset(self.spec.batchnorm_buffers)

@@ -17,7 +17,7 @@ comm_up d - L, comm_down d - L, L = the head's floats.
 from __future__ import annotations
 
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.split import SplitConfig, SplitMethod
+from fedbench.algorithms.split import SplitConfig, SplitMethod
 
 
 class FedPerConfig(SplitConfig):

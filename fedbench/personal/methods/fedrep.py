@@ -31,7 +31,7 @@ from pydantic import Field, model_validator
 
 from fedbench.algorithms.base import RoundInfo
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.split import SplitConfig, SplitMethod, fedrep_phase
+from fedbench.algorithms.split import SplitConfig, SplitMethod, fedrep_phase
 
 
 class FedRepConfig(SplitConfig):

@@ -4,7 +4,7 @@
 A split method partitions the model's trainable tensors in two: a *shared* part that every
 sampled client uploads and the server averages, and the rest, which never goes over the wire.
 Its personal part (`PersonalAlgorithm.personal_names`) is loaded over x before a client trains
-and stored after (fedbench.personal.base); its local schedule says which tensors local step k
+and stored after (fedbench.algorithms.personal); its local schedule says which tensors local step k
 trains (`trained_names`: all of them, the body, the head), the others not moving at all
 (`masked_sgd_step_`); its server step applies the mean update to the shared part only
 (`SplitMethod.server_update`), so x's copy of the other tensors stays at its initialisation
@@ -44,8 +44,8 @@ from fedbench.algorithms.base import (
     add_scaled_,
 )
 from fedbench.algorithms.hyperparams import AlgorithmConfig
+from fedbench.algorithms.personal import PersonalAlgorithm, PersonalConfig
 from fedbench.errors import FedbenchError
-from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
 
 #: One bool per trainable tensor, in the algorithm's order.
 Mask = tuple[bool, ...]

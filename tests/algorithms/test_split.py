@@ -1,11 +1,11 @@
-"""The split-model rule pieces (fedbench.personal.split), on tiny float64 tensors with the
+"""The split-model rule pieces (fedbench.algorithms.split), on tiny float64 tensors with the
 numbers written out."""
 
 import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.personal.split import (
+from fedbench.algorithms.split import (
     SplitMethod,
     fedrep_phase,
     head_steps,
