@@ -1,5 +1,5 @@
 """Split-model personalisation: what FedBN, FedPer, FedRep, LG-FedAvg and FedBABU share
-(docs/personalised.md, "Split-model methods").
+(docs/personalised.md, "The split-model methods: what they share").
 
 A split method partitions the model's trainable tensors in two: a *shared* part that every
 sampled client uploads and the server averages, and the rest, which never goes over the wire.

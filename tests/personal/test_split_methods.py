@@ -1,7 +1,7 @@
 """FedPer, FedRep, LG-FedAvg, FedBABU and FedBN (fedbench.personal.methods): two rounds of each
 through the engine's round protocol on the float64 least-squares problem of the update-rule
-tests, against a straight-line hand computation on flat vectors (docs/personalised.md,
-"Split-model methods").
+tests, against a straight-line hand computation on flat vectors (docs/personalised.md, "The
+split-model methods: what they share").
 
 The problem's model is y = A W + b: W (6 floats) plays the body and b (2 floats) the head.
 Round 0 trains clients 0 and 1, round 1 clients 1 and 2: client 1 comes back with its kept
