@@ -45,6 +45,14 @@ class ParamSpec:
     shapes: list[torch.Size]
     #: Number of attention heads per parameter name where the model knows it (Hessian blocks).
     heads: dict[str, int]
+    #: The names of the model's head (its final classification layer), as its model family
+    #: defines it (fedbench.personal.heads); empty for a model of no known family.
+    head_params: frozenset[str] = frozenset()
+    #: The trainable parameter names of the model's BatchNorm layers (their weight and bias),
+    #: and the positions of their buffers (running mean, variance, batch count) among the
+    #: model's state_dict buffers in the engine's order (FedBN keeps both on the clients).
+    batchnorm_params: frozenset[str] = frozenset()
+    batchnorm_buffers: tuple[int, ...] = ()
 
     @property
     def d(self) -> int:
@@ -186,24 +194,30 @@ class StepOracle:
 @dataclass(frozen=True)
 class Floats:
     """A number of floats as `d` times the trainable parameters plus `blocks` times B, the
-    number of second-moment blocks (FedAdamW): the unit of comm_up and comm_down."""
+    number of second-moment blocks (FedAdamW), plus `local` times L, the floats of the tensors
+    a split-model method keeps off the wire (its personal part, or FedBABU's frozen head:
+    `Algorithm.n_local`): the unit of comm_up and comm_down."""
 
     d: int = 0
     blocks: int = 0
+    local: int = 0
 
     def __add__(self, other: Floats) -> Floats:
-        return Floats(self.d + other.d, self.blocks + other.blocks)
+        return Floats(self.d + other.d, self.blocks + other.blocks, self.local + other.local)
 
-    def count(self, d: int, blocks: int) -> float:
-        return float(self.d * d + self.blocks * blocks)
+    def count(self, d: int, blocks: int, local: int = 0) -> float:
+        return float(self.d * d + self.blocks * blocks + self.local * local)
 
     def __str__(self) -> str:
-        terms = [
-            f"{'' if coef == 1 else coef}{symbol}"
-            for coef, symbol in ((self.d, "d"), (self.blocks, "B"))
-            if coef
-        ]
-        return " + ".join(terms) or "0"
+        text = ""
+        for coef, symbol in ((self.d, "d"), (self.blocks, "B"), (self.local, "L")):
+            if not coef:
+                continue
+            size = abs(coef)
+            term = f"{'' if size == 1 else size}{symbol}"
+            sign = "-" if coef < 0 else "+"
+            text = f"{text} {sign} {term}" if text else (term if coef > 0 else f"-{term}")
+        return text or "0"
 
 
 @dataclass(frozen=True)
@@ -270,6 +284,11 @@ class Algorithm(ABC):
     #: tests/engine/test_captured.py shows 0 graph breaks and the eager result; inherited, so a
     #: subclass that changes `local_step` must check it again.
     capturable_step: ClassVar[bool] = False
+    #: True: the method keeps a personal part of the model on each client (fedbench.personal:
+    #: a head, BN statistics, a full personal model). The executors load it over x before the
+    #: client trains (`load_client`), it lives in the client's stored state (never uploaded,
+    #: never aggregated), and the evaluation reads client i's model as x plus that part.
+    personalises: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -301,11 +320,16 @@ class Algorithm(ABC):
         """B, the number of second-moment blocks in the sizes above (0: no blocks)."""
         return 0
 
+    def n_local(self) -> int:
+        """L, the floats of the tensors that never go over the wire (0: none; the split-model
+        methods of fedbench.algorithms.split)."""
+        return 0
+
     def comm_up(self) -> float:
-        return self.upload_size(self.params).count(self.spec.d, self.n_blocks())
+        return self.upload_size(self.params).count(self.spec.d, self.n_blocks(), self.n_local())
 
     def comm_down(self) -> float:
-        return self.download_size(self.params).count(self.spec.d, self.n_blocks())
+        return self.download_size(self.params).count(self.spec.d, self.n_blocks(), self.n_local())
 
     # --- server -------------------------------------------------------------------------------
     def init_server_state(self, x: Tensors) -> State:
@@ -379,6 +403,26 @@ class Algorithm(ABC):
         averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
         and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
+
+    def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
+        """With `personalises`: client i's model from the global one. y (the trainable
+        parameters, in the spec's order) and buffers (the state_dict buffers) hold x when
+        called; the method writes its personal part over them in place from the client's stored
+        state (None: a client that never trained). Called by every executor before the client's
+        first step (on a stacked row's views in the vectorised one) and by the evaluation."""
+        return None
+
+    def local_buffers(self) -> frozenset[int]:
+        """Positions (in the state_dict buffers' order) of the buffers that stay on the
+        clients: left out of the round's mean, so the server's copies never change (FedBN's
+        BatchNorm statistics, which `load_client` / `store_buffers` keep per client)."""
+        return frozenset()
+
+    def store_buffers(self, state: State | None, buffers: Sequence[Tensor]) -> State | None:
+        """With `personalises`: the state to store for the client given its trained buffers
+        (views the next client may overwrite: clone what is kept). A method that keeps BN
+        statistics personal (FedBN) adds them here. Default: the state unchanged."""
+        return state
 
     # --- diagnostics ------------------------------------------------------------------------------
     def v_block_means(self, local: State) -> Tensor | None:

@@ -213,6 +213,8 @@ def finish_round(
         algorithm.server_update_with_uploads(x, mean, results.client_uploads, server, info)
         float_means = iter(results.buffers.means().get("b", []))
         int_values = iter(results.int_buffers or [])
-        for g in global_buffers:
-            g.copy_(next(float_means) if g.is_floating_point() else next(int_values))
+        local = algorithm.local_buffers()  # never averaged: the server's copies stay
+        for j, g in enumerate(global_buffers):
+            if j not in local:
+                g.copy_(next(float_means) if g.is_floating_point() else next(int_values))
     return diagnostics

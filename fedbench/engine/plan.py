@@ -37,6 +37,7 @@ from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.layout import layout_choices
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import FedbenchError
+from fedbench.personal.store import store_choice
 from fedbench.privacy.book_keeping import bk_supported
 from fedbench.privacy.mechanism import ghost_supported
 
@@ -382,6 +383,9 @@ def execution_plan(setup: RunSetup, group: int | None = None) -> ExecutionPlan:
     small = setup.algorithm.spec.d < SMALL_MODEL
     layout = layout_choices(setup, executor.value, small, compiled.value != "off")
     choices.extend(Choice(*entry) for entry in layout)
+    store = store_choice(setup.cfg, setup.algorithm, setup.num_clients)
+    if store is not None:  # where personal / bounded client states live (fedbench.personal)
+        choices.append(Choice("client_state_store", *store))
     runtime, privacy = setup.cfg.runtime, setup.cfg.privacy
     required = {"cuda_graphs"} if runtime.cuda_graphs == "on" else set()
     if clipping is not None and privacy is not None and privacy.clipping != "auto":

@@ -1,4 +1,5 @@
-"""Small models for embedded data: logistic regression and a compact CNN."""
+"""Small models for embedded data: logistic regression, a compact CNN (with or without
+BatchNorm) and a one-hidden-layer MLP."""
 
 from __future__ import annotations
 
@@ -32,6 +33,31 @@ def cnn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.
         nn.MaxPool2d(2),
         nn.Flatten(),
         nn.Linear(64 * (h // 4) * (w // 4), 128),
+        nn.ReLU(),
+        nn.Linear(128, num_classes),
+    )
+
+
+@MODELS.register("cnn_bn")
+def cnn_bn(cfg: ModelConfig, input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    """The cnn with BatchNorm after each convolution and after the hidden linear layer, before
+    its ReLU (as the CNN of FedBN's digit experiments, Li et al. 2021): a small model with
+    BatchNorm layers for the embedded data (fedbn; the normalisation is always BatchNorm)."""
+    c, h, w = image_input("cnn_bn", input_shape, hint="; use logreg")
+    if h < 4 or w < 4:
+        raise FedbenchError(f"model cnn_bn needs images of at least 4x4, got {h}x{w}")
+    return nn.Sequential(
+        nn.Conv2d(c, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(64 * (h // 4) * (w // 4), 128),
+        nn.BatchNorm1d(128),
         nn.ReLU(),
         nn.Linear(128, num_classes),
     )

@@ -20,7 +20,15 @@ from fedbench.algorithms.base import StepOracle
 from fedbench.engine.protocol import ClientStart, Federation, Trained, run_round
 
 SHAPES = [torch.Size([3, 2]), torch.Size([2])]
-SPEC = ParamSpec(names=["weight", "bias"], shapes=SHAPES, heads={})
+#: b plays the model's head and a BatchNorm layer's affine part for the personalised methods
+#: that split the model (fedbench.algorithms.split); every other rule ignores both fields.
+SPEC = ParamSpec(
+    names=["weight", "bias"],
+    shapes=SHAPES,
+    heads={},
+    head_params=frozenset({"bias"}),
+    batchnorm_params=frozenset({"bias"}),
+)
 #: eps of the Adam-type rules in hand-computed tests, and the tolerance of those comparisons.
 EPS = 1e-3
 TOL = 1e-12

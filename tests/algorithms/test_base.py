@@ -15,6 +15,14 @@ def test_floats_count_and_label() -> None:
     assert Floats(d=2, blocks=3).count(d=15, blocks=4) == 42.0
 
 
+def test_floats_with_the_local_part() -> None:
+    # the split-model methods' d - L: what stays on the client is not sent
+    assert str(Floats(d=1, local=-1)) == "d - L" and str(Floats(local=-1)) == "-L"
+    assert str(Floats(d=2, blocks=1, local=-2)) == "2d + B - 2L"
+    assert Floats(d=1, local=-1).count(d=15, blocks=0, local=4) == 11.0
+    assert Floats(d=1) + Floats(local=-1) == Floats(d=1, local=-1)
+
+
 @pytest.mark.parametrize(
     ("name", "label", "up", "down"),
     [

@@ -18,6 +18,7 @@ from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
+from tests.conftest import algorithm_needs
 
 pytestmark = pytest.mark.engine
 
@@ -64,7 +65,8 @@ def test_the_non_private_algorithms_are_all_here() -> None:
 @pytest.mark.parametrize("engine", ["sequential", "vectorized"])
 @pytest.mark.parametrize("algorithm", NON_PRIVATE)
 def test_a_round_reads_nothing_back(algorithm: str, engine: str) -> None:
-    _, syncs = _round_syncs([f"algorithm.name={algorithm}", f"runtime.engine={engine}"])
+    items = [f"algorithm.name={algorithm}", f"runtime.engine={engine}"]
+    _, syncs = _round_syncs([*items, *algorithm_needs(algorithm)])
     assert syncs == {}
 
 

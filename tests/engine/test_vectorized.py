@@ -21,6 +21,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from tests.conftest import algorithm_needs
 from tests.engine.nets import batchnorm_net, build_engine, with_model
 
 TOL = 1e-9  # float64
@@ -92,10 +93,21 @@ def _supported(name: str) -> bool:
     return ALGORITHMS.get(name).supports_vectorized and not name.startswith("dp_")
 
 
+def _needs(name: str) -> dict[str, dict]:
+    """`algorithm_needs` as config sections (a personalised method's client test split,
+    FedBN's BatchNorm model)."""
+    sections: dict[str, dict] = {}
+    for item in algorithm_needs(name):
+        key, value = item.split("=", 1)
+        section, field = key.split(".")
+        sections.setdefault(section, {})[field] = float(value) if section == "partition" else value
+    return sections
+
+
 @pytest.mark.parametrize("name", [n for n, _ in ALGORITHMS.items() if _supported(n)])
 def test_parity_every_algorithm(name: str, tmp_path: Path) -> None:
     # grad_clip 1.0 clips most steps, so per-client clipping is exercised.
-    _assert_same(_config({"name": name, "grad_clip": 1.0}), tmp_path)
+    _assert_same(_config({"name": name, "grad_clip": 1.0}, **_needs(name)), tmp_path)
 
 
 @pytest.mark.parametrize("chunk", [1, 2])

@@ -14,6 +14,16 @@ def test_cnn_adapts_to_input_sizes(shape):
     assert model(torch.zeros(2, *shape)).shape == (2, 10)
 
 
+def test_cnn_bn_is_the_cnn_with_batchnorm():
+    plain = build_model(ModelConfig(name="cnn"), (1, 8, 8), 10)
+    model = build_model(ModelConfig(name="cnn_bn"), (1, 8, 8), 10)
+    assert model(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    assert [m.num_features for m in norms] == [32, 64, 128]
+    # the cnn's d plus a weight and a bias per BatchNorm channel: 2 * (32 + 64 + 128)
+    assert count_trainable(model) == count_trainable(plain) + 2 * (32 + 64 + 128)
+
+
 def test_logreg_zero_init_and_d():
     model = build_model(ModelConfig(name="logreg", init="zeros"), (1, 8, 8), 10)
     assert count_trainable(model) == 64 * 10 + 10
