@@ -92,8 +92,8 @@ def _serve(engine: Engine, threads: int, conn: Connection, others: list[Connecti
             if message[0] == "round":
                 engine.x, engine.global_buffers = message[1], message[2]
                 continue
-            _, client, info, local, measure = message
-            engine._load_global()
+            _, client, info, local, measure, stored = message
+            engine._load_client(stored)
             ratio = run_client(
                 engine.local_training,
                 client=client,
@@ -218,7 +218,8 @@ class ClientPool:
                 proc.has_round = True
             i = queue.popleft()
             start = starts[i]
-            message = ("client", start.client, start.info, start.local, self.measure_steps)
+            stored = start.stored if self.engine.setup.algorithm.personalises else None
+            message = ("client", start.client, start.info, start.local, self.measure_steps, stored)
             self._send(proc, message)
             proc.waiting.append(i)
 
