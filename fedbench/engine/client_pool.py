@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from fedbench.algorithms.base import State
 from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.protocol import ClientStart, Trained
 from fedbench.engine.setup import RunSetup
@@ -52,6 +53,8 @@ class Engine(Protocol):
     local_training: LocalTraining
 
     def _load_global(self) -> None: ...
+
+    def _load_client(self, stored: State | None) -> None: ...
 
 
 #: Clients handed to a process ahead of the one it trains: it starts the next at once, while
