@@ -30,9 +30,9 @@ CASES = [
     ("head, CIFAR-10, in memory", "head10", 1000, None),
     ("head, CIFAR-100, in memory", "head100", 1000, None),
     ("head, CIFAR-10, bound 4 MiB", "head10", 1000, 4.0),
-    ("full model, in memory", "full", 100, None),
-    ("full model, bound 512 MiB", "full", 100, 512.0),
-    ("full model, bound 512 MiB", "full", 300, 512.0),
+    ("full model, in memory", "full", 20, None),
+    ("full model, bound 256 MiB", "full", 20, 256.0),
+    ("full model, bound 256 MiB", "full", 100, 256.0),
 ]
 
 

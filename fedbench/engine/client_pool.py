@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from fedbench.algorithms.base import State
 from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.protocol import ClientStart, Trained
 from fedbench.engine.setup import RunSetup
@@ -52,6 +53,8 @@ class Engine(Protocol):
     local_training: LocalTraining
 
     def _load_global(self) -> None: ...
+
+    def _load_client(self, stored: State | None) -> None: ...
 
 
 #: Clients handed to a process ahead of the one it trains: it starts the next at once, while
@@ -92,8 +95,8 @@ def _serve(engine: Engine, threads: int, conn: Connection, others: list[Connecti
             if message[0] == "round":
                 engine.x, engine.global_buffers = message[1], message[2]
                 continue
-            _, client, info, local, measure = message
-            engine._load_global()
+            _, client, info, local, measure, stored = message
+            engine._load_client(stored)
             ratio = run_client(
                 engine.local_training,
                 client=client,
@@ -218,7 +221,8 @@ class ClientPool:
                 proc.has_round = True
             i = queue.popleft()
             start = starts[i]
-            message = ("client", start.client, start.info, start.local, self.measure_steps)
+            stored = start.stored if self.engine.setup.algorithm.personalises else None
+            message = ("client", start.client, start.info, start.local, self.measure_steps, stored)
             self._send(proc, message)
             proc.waiting.append(i)
 

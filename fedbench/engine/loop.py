@@ -217,6 +217,13 @@ class Engine:
             for b, g in zip(self.buffers, self.global_buffers, strict=True):
                 b.copy_(g)
 
+    def _load_client(self, stored: State | None) -> None:
+        """Client i's model: x, with its personal part for a personalising algorithm."""
+        self._load_global()
+        if self.setup.algorithm.personalises:
+            with torch.no_grad():
+                self.setup.algorithm.load_client(self.params, self.buffers, stored)
+
     def _checkpoint(self, rounds_done: int, elapsed: float) -> None:
         save_checkpoint(
             self.folder.checkpoint,
@@ -319,12 +326,8 @@ class Engine:
         s, algorithm = self.setup, self.setup.algorithm
 
         def load(client: int, stored: bool) -> None:
-            self._load_global()
             state = self.client_states.get(client) if stored else None
-            if algorithm.personalises:
-                with torch.no_grad():
-                    loaded = None if state is None else to_device(state, s.device)
-                    algorithm.load_client(self.params, self.buffers, loaded)
+            self._load_client(None if state is None else to_device(state, s.device))
 
         def test(client: int) -> tuple[float, float, int] | None:
             found = client_test_data(s, client)
@@ -364,10 +367,7 @@ class Engine:
         info = round_info(cfg.algorithm, r, lr, cfg.fl.local_steps, s.num_clients, len(clients))
 
         def train_one(start: ClientStart) -> Trained:
-            self._load_global()
-            if s.algorithm.personalises:  # client i's model: x and its personal part
-                with torch.no_grad():
-                    s.algorithm.load_client(self.params, self.buffers, start.stored)
+            self._load_client(start.stored)
             step_ratio = run_client(
                 self.local_training,
                 client=start.client,

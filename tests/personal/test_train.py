@@ -116,6 +116,22 @@ def test_personal_run_needs_client_test_data() -> None:
         prepare_run(cfg)
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("privacy.noise_multiplier=1.0",), "states no privacy"),
+        (("eval.unseen_clients=0.99",), "holds out all 8 clients"),
+    ],
+)
+def test_refused_combinations(extra: tuple[str, ...], message: str) -> None:
+    from fedbench.engine.setup import prepare_run
+
+    with pytest.raises(FedbenchError, match=message):
+        prepare_run(config("local_only", *extra))
+    with pytest.raises(FedbenchError, match=r"set eval\.personal: true"):
+        prepare_run(config("fedavg", "eval.unseen_clients=0.2"))
+
+
 class Killed(BaseException):
     """Stands for a kill (not an Exception: the run is not recorded as failed)."""
 
