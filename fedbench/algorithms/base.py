@@ -143,6 +143,11 @@ class GradientOracle(Protocol):
         returns them (a new list; the tensors are unchanged)."""
         ...
 
+    def dot(self, a: TensorSeq, b: TensorSeq) -> Tensor:
+        """<a, b> over all of one client's tensors: a 0-d tensor, or one per row (shape
+        (rows,)) on stacked rows (APFL's gradient of its mixing weight). No host sync."""
+        ...
+
     def full(self) -> Tensors:
         """The gradient of the client's mean objective over ALL its local samples at the current
         y (MimeLite's grad f_i(x) with `full_batch_gradient`), clipped as a step's gradient; no
@@ -176,6 +181,13 @@ class StepOracle:
 
     def norm(self, tensors: TensorSeq) -> Tensor:
         return client_norm(tensors, self.rows)
+
+    def dot(self, a: TensorSeq, b: TensorSeq) -> Tensor:
+        if self.rows is None:
+            return torch.stack([(s * t).sum() for s, t in zip(a, b, strict=True)]).sum()
+        rows = self.rows
+        per_tensor = [(s * t).reshape(rows, -1).sum(dim=1) for s, t in zip(a, b, strict=True)]
+        return torch.stack(per_tensor).sum(dim=0)
 
     def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
         if self.rows is None:
@@ -267,6 +279,11 @@ class Algorithm(ABC):
     #: True: the local objective adds `representation_loss` on the model's representation
     #: (fedbench.models.representation; MOON), inside the gradient oracle of either executor.
     uses_representation: ClassVar[bool] = False
+    #: True: a local step also takes gradients under other weights than the client's y, put
+    #: into the resident model for the call (a personal model: Ditto, APFL, pFedMe). In train
+    #: mode those forwards would move the model's BatchNorm running statistics, which are the
+    #: global model's: the setup refuses models with running statistics, as for MOON's anchors.
+    evaluates_other_weights: ClassVar[bool] = False
     #: True: `local_step` accepts its step scalars (k, info.lr, info.round) as 0-d tensors
     #: (`Scalar`; written with `add_scaled_`, `addcdiv_scaled_`, `sqrt`), so the whole client
     #: step compiles into one graph (`runtime.compile`; fedbench.engine.captured). Set where
@@ -348,13 +365,16 @@ class Algorithm(ABC):
         captured (`Scalar`)."""
 
     @classmethod
-    def round_gradients(cls, round_index: int, local_steps: int) -> dict[int, int]:
+    def round_gradients(
+        cls, round_index: int, local_steps: int, params: AlgorithmConfig | None = None
+    ) -> dict[int, int]:
         """{g: how many of round r's K local steps call the gradient oracle g times}: what a
         client privatises in the round, all g gradients of a step on that step's batch. Every
         round from `initial_rounds` on is the same. Default: {gradients_per_step: K}. The
         privacy accountant composes this; the sequential executor checks it against the
         oracle's calls in every private client round, so that a rule whose calls disagree with
-        it fails rather than report a wrong epsilon."""
+        it fails rather than report a wrong epsilon. `params`: the run's hyperparameters, for a
+        rule whose count depends on them (pFedMe's inner_steps); None: the defaults."""
         return {cls.gradients_per_step: local_steps}
 
     @classmethod

@@ -147,7 +147,7 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     if resize is not None and size is not None:  # (no resize without an image_size)
         input_shape = (input_shape[0], size, size)
     model = build_model(cfg.model, input_shape, data.num_classes).to(device)
-    if algorithm_cls.uses_representation:
+    if algorithm_cls.uses_representation or algorithm_cls.evaluates_other_weights:
         check_anchor_statistics(model, cfg.model.name, cfg.algorithm.name)
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))

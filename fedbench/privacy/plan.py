@@ -215,9 +215,12 @@ def make_plan(
         schedule=schedule,
         local_steps=k,
         initial_releases=tuple(
-            algorithm_cls.round_gradients(r, k) for r in range(algorithm_cls.initial_rounds)
+            algorithm_cls.round_gradients(r, k, cfg.algorithm)
+            for r in range(algorithm_cls.initial_rounds)
         ),
-        round_releases=algorithm_cls.round_gradients(algorithm_cls.initial_rounds, k),
+        round_releases=algorithm_cls.round_gradients(
+            algorithm_cls.initial_rounds, k, cfg.algorithm
+        ),
         batch_size=cfg.fl.batch_size,
         steps_vary=cfg.fl.local_steps_min not in (None, cfg.fl.local_steps),
         everyone=everyone,
