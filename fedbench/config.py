@@ -224,6 +224,19 @@ class EvalConfig(Strict):
     )
     #: test_acc (%) whose first evaluated round is `rounds_to_target` in summary.json (FedAdamom).
     target: float | None = None
+    personal: bool = Field(
+        default=False,
+        description="the personalised evaluation protocol at the last round (docs/personalised.md):"
+        " each client's own model on its own test data, before and after the method's "
+        "fine-tuning; always on for a personalising algorithm",
+    )
+    unseen_clients: float = Field(
+        default=0.0,
+        ge=0,
+        lt=1,
+        description="share of the clients that never train, held out to measure generalisation"
+        " to new clients (eval.personal); 0: none",
+    )
 
 
 class RuntimeConfig(Strict):
@@ -252,6 +265,9 @@ class RuntimeConfig(Strict):
     #: Where the per-client state store (e.g. SCAFFOLD's c_i for all N clients) lives between
     #: rounds: auto = cpu when the model is on a GPU (N model-sized states rarely fit beside it).
     client_state_device: Literal["auto", "cpu", "device"] = "auto"
+    #: MiB of per-client states kept in memory; beyond it the least recently written go to
+    #: the run folder's client_states/ (fedbench.personal.store); null: no bound.
+    client_state_memory: float | None = Field(default=None, gt=0)
     #: Clients trained together by the vectorised engine (peak memory grows linearly with it):
     #: auto = as many as fit in half the free device memory, from an estimate per client.
     #: (ge=1 on the int alone: on the union it rejects "auto" when a config is read back.)
@@ -296,6 +312,7 @@ class RuntimeConfig(Strict):
 _NOOP_ADDITIONS: dict[str, dict[str, Any]] = {
     "algorithm": {"lr_schedule_scope": "round", "convention": "reddi"},  # convention: fedopt.py
     "fl": {"local_steps_min": None, "dropout": 0.0, "label_smoothing": 0.0},
+    "eval": {"personal": False, "unseen_clients": 0.0},
 }
 
 
@@ -312,6 +329,7 @@ def _drop_speed_settings(runtime: dict[str, Any]) -> None:
         "workers",
         "checkpoint_every",
         "client_state_device",
+        "client_state_memory",
         "client_chunk",
         "cuda_graphs",
         "loggers",

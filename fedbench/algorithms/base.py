@@ -45,6 +45,9 @@ class ParamSpec:
     shapes: list[torch.Size]
     #: Number of attention heads per parameter name where the model knows it (Hessian blocks).
     heads: dict[str, int]
+    #: The names of the model's head (its final classification layer), as its model family
+    #: defines it (fedbench.personal.heads); empty for a model of no known family.
+    head_params: frozenset[str] = frozenset()
 
     @property
     def d(self) -> int:
@@ -290,6 +293,11 @@ class Algorithm(ABC):
     #: tests/engine/test_captured.py shows 0 graph breaks and the eager result; inherited, so a
     #: subclass that changes `local_step` must check it again.
     capturable_step: ClassVar[bool] = False
+    #: True: the method keeps a personal part of the model on each client (fedbench.personal:
+    #: a head, BN statistics, a full personal model). The executors load it over x before the
+    #: client trains (`load_client`), it lives in the client's stored state (never uploaded,
+    #: never aggregated), and the evaluation reads client i's model as x plus that part.
+    personalises: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -410,6 +418,20 @@ class Algorithm(ABC):
         averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
         and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
+
+    def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
+        """With `personalises`: client i's model from the global one. y (the trainable
+        parameters, in the spec's order) and buffers (the state_dict buffers) hold x when
+        called; the method writes its personal part over them in place from the client's stored
+        state (None: a client that never trained). Called by every executor before the client's
+        first step (on a stacked row's views in the vectorised one) and by the evaluation."""
+        return None
+
+    def store_buffers(self, state: State | None, buffers: Sequence[Tensor]) -> State | None:
+        """With `personalises`: the state to store for the client given its trained buffers
+        (views the next client may overwrite: clone what is kept). A method that keeps BN
+        statistics personal (FedBN) adds them here. Default: the state unchanged."""
+        return state
 
     def representation_loss(
         self,

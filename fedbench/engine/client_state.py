@@ -9,21 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+# Defined with the store (which sits below the engine): re-exported for the engine's modules.
+from fedbench.personal.store import map_tensors, to_device
 
-def map_tensors(state: Any, fn: Callable[[Tensor], Tensor]) -> Any:
-    """A client state with `fn` applied to every tensor (non-tensor leaves kept as they are)."""
-    if isinstance(state, Tensor):
-        return fn(state)
-    if isinstance(state, dict):
-        return {k: map_tensors(v, fn) for k, v in state.items()}
-    if isinstance(state, list | tuple):
-        return type(state)(map_tensors(v, fn) for v in state)
-    return state
-
-
-def to_device(state: Any, device: torch.device) -> Any:
-    """A client state with every tensor on `device`."""
-    return map_tensors(state, lambda t: t.to(device))
+__all__ = ["client_state_device", "index_state", "map_tensors", "stack_states", "to_device"]
 
 
 def client_state_device(store: str, compute: torch.device) -> torch.device:

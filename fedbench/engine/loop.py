@@ -4,6 +4,7 @@ config -> plan -> launcher -> engine -> run folder -> report). A round is the ro
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import platform
 import time
@@ -17,7 +18,7 @@ from rich.console import Console
 from torch import Tensor
 
 import fedbench
-from fedbench.algorithms.base import State
+from fedbench.algorithms.base import Algorithm, RoundInfo, State
 from fedbench.config import RunConfig
 from fedbench.engine.accelerate import GraphedForward, apply_precision, to_channels_last
 from fedbench.engine.aggregation import FiniteWatch, RoundResults
@@ -28,7 +29,7 @@ from fedbench.engine.client import LocalTraining, run_client
 from fedbench.engine.client_pool import ClientPool
 from fedbench.engine.client_state import client_state_device, to_device
 from fedbench.engine.evaluate import evaluate, train_subset_indices
-from fedbench.engine.per_client import per_client_metrics
+from fedbench.engine.per_client import client_test_data, per_client_metrics
 from fedbench.engine.plan import ExecutionPlan
 from fedbench.engine.progress import RunProgress, make_progress
 from fedbench.engine.protocol import (
@@ -50,6 +51,8 @@ from fedbench.engine.setup import RunSetup
 from fedbench.errors import DivergedError
 from fedbench.files import write_file
 from fedbench.models.representation import represent_with, representation_split
+from fedbench.personal.evaluate import ClientModels, personal_metrics, personal_protocol
+from fedbench.personal.store import client_store
 from fedbench.privacy.client_level import ClientLevelRound
 from fedbench.provenance import git_state
 from fedbench.step import Objective
@@ -120,8 +123,9 @@ class Engine:
         self.x = [p.detach().clone() for p in self.params]
         self.global_buffers = [b.detach().clone() for b in self.buffers]
         self.server: State = setup.algorithm.init_server_state(self.x)
-        self.client_states: dict[int, State] = {}
         self.state_device = client_state_device(self.cfg.runtime.client_state_device, setup.device)
+        #: Every client's stored state, bounded in memory (fedbench.personal.store).
+        self.client_states = client_store(self.cfg, self.state_device, folder.path)
         self.diagnostics: dict[str, float | None] = {
             "client_drift": None,
             "relative_drift": None,
@@ -220,7 +224,7 @@ class Engine:
                 "x": self.x,
                 "buffers": self.global_buffers,
                 "server": self.server,
-                "clients": self.client_states,
+                **self.client_states.checkpoint_entries(),
                 "metrics_rows": self.metrics_rows,
                 "elapsed_s": elapsed,
                 "torch_rng": torch.get_rng_state(),
@@ -228,20 +232,21 @@ class Engine:
                 "config_hash": self.cfg.config_hash(),
             },
         )
+        self.client_states.checkpointed()
 
     def _resume(self) -> int:
         ckpt = load_checkpoint(self.folder.checkpoint, self.setup.device, self._checkpoint_problem)
         if ckpt is None:
             write_file(self.folder.metrics, "")
+            self.client_states.restore({"clients": {}})
             return 0
-        clients = {int(k): to_device(v, self.state_device) for k, v in ckpt["clients"].items()}
         line = self.folder.resuming_line()
         if self.console is not None and line is not None:
             self.console.print(line, highlight=False, soft_wrap=True)
         self.x = ckpt["x"]
         self.global_buffers = ckpt["buffers"]
         self.server = ckpt["server"]
-        self.client_states = clients
+        self.client_states.restore(ckpt)
         self.metrics_rows = ckpt["metrics_rows"]
         self.elapsed_before = ckpt["elapsed_s"]
         torch.set_rng_state(ckpt["torch_rng"])
@@ -299,11 +304,53 @@ class Engine:
         if cfg.eval.per_client:  # the clients of the round just finished (round 0: the first's)
             sampled_now = s.schedule[max(rounds_done - 1, 0)]
             row.update(per_client_metrics(s, sampled_now, cfg.eval.batch_size))
+        if rounds_done == cfg.fl.rounds and personal_protocol(cfg, s.algorithm):
+            row.update(self._personal_row())
         if s.privacy is not None:
             row["epsilon"] = s.privacy.epsilon(rounds_done)
         self.folder.append_metrics(row)
         self.metrics_rows += 1
         return row
+
+    def _personal_row(self) -> dict[str, Any]:
+        """The personalised protocol's columns (fedbench.personal.evaluate) on this engine's
+        model and store; torch's random state and the global model are restored after it."""
+        s, algorithm = self.setup, self.setup.algorithm
+
+        def load(client: int, stored: bool) -> None:
+            self._load_global()
+            state = self.client_states.get(client) if stored else None
+            if algorithm.personalises:
+                with torch.no_grad():
+                    loaded = None if state is None else to_device(state, s.device)
+                    algorithm.load_client(self.params, self.buffers, loaded)
+
+        def test(client: int) -> tuple[float, float, int] | None:
+            found = client_test_data(s, client)
+            if found is None:
+                return None
+            acc, loss = evaluate(
+                s.model, *found, self.cfg.eval.batch_size, s.prepare, s.data.metric
+            )
+            return acc, loss, len(found[1])
+
+        def train(client: int, rule: Algorithm, info: RoundInfo) -> None:
+            plain = dataclasses.replace(
+                self.local_training, forward=s.model, algorithm=rule, captured=None, private=None
+            )
+            run_client(plain, client=client, samples=s.clients[client], local={}, info=info)
+
+        rng = torch.get_rng_state()
+        cuda = torch.cuda.get_rng_state_all() if s.device.type == "cuda" else None
+        try:
+            models = ClientModels(load, test, train)
+            rounds = self.cfg.fl.rounds
+            return personal_metrics(models, algorithm, s.num_clients, s.unseen_clients, rounds)
+        finally:
+            torch.set_rng_state(rng)
+            if cuda is not None:
+                torch.cuda.set_rng_state_all(cuda)
+            self._load_global()
 
     # --- one round ------------------------------------------------------------------------------
     def _round(self, r: int, lr: float, diagnostics: bool = False) -> None:
@@ -317,6 +364,9 @@ class Engine:
 
         def train_one(start: ClientStart) -> Trained:
             self._load_global()
+            if s.algorithm.personalises:  # client i's model: x and its personal part
+                with torch.no_grad():
+                    s.algorithm.load_client(self.params, self.buffers, start.stored)
             step_ratio = run_client(
                 self.local_training,
                 client=start.client,

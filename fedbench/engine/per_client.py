@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from fedbench.engine.evaluate import evaluate
 from fedbench.engine.setup import RunSetup
@@ -27,24 +28,30 @@ def summarise(values: list[float], higher_is_better: bool) -> tuple[float, float
     return float(arr.mean()), float(ordered[:k].mean()), float(arr.std())
 
 
-def per_client_metrics(setup: RunSetup, clients: list[int], batch_size: int) -> dict[str, Any]:
-    """client_acc_{mean,worst10,std}, client_loss_{mean,worst10,std} and clients_evaluated over
-    `clients` (those with an empty local test set are left out), for the model as loaded."""
+def client_test_data(setup: RunSetup, client: int) -> tuple[Tensor, Tensor] | None:
+    """The client's own test data (x, y) on the device; None when its split is empty."""
     split = setup.client_test
-    assert split is not None, "prepare_run refuses eval.per_client without a client test split"
+    assert split is not None, "prepare_run refuses a per-client evaluation without a test split"
+    idx = split.indices[client]
+    if len(idx) == 0:
+        return None
     data = setup.data
     test = split.source == "test"
     x_all, y_all = (data.x_test, data.y_test) if test else (data.x_train, data.y_train)
+    t = torch.as_tensor(idx, dtype=torch.int64, device=x_all.device)
+    return x_all[t], y_all[t]
+
+
+def per_client_metrics(setup: RunSetup, clients: list[int], batch_size: int) -> dict[str, Any]:
+    """client_acc_{mean,worst10,std}, client_loss_{mean,worst10,std} and clients_evaluated over
+    `clients` (those with an empty local test set are left out), for the model as loaded."""
     accs: list[float] = []
     losses: list[float] = []
     for client in clients:
-        idx = split.indices[client]
-        if len(idx) == 0:
+        found = client_test_data(setup, client)
+        if found is None:
             continue
-        t = torch.as_tensor(idx, dtype=torch.int64, device=x_all.device)
-        acc, loss = evaluate(
-            setup.model, x_all[t], y_all[t], batch_size, setup.prepare, data.metric
-        )
+        acc, loss = evaluate(setup.model, *found, batch_size, setup.prepare, setup.data.metric)
         accs.append(acc)
         losses.append(loss)
     row: dict[str, Any] = {"clients_evaluated": len(accs)}

@@ -18,7 +18,7 @@ order begin -> train -> end -> finish is written here only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -44,7 +44,7 @@ class Federation:
     algorithm: Algorithm
     x: list[Tensor]
     server: State
-    client_states: dict[int, State]
+    client_states: MutableMapping[int, State]
     #: The model's state_dict buffers (BatchNorm statistics), averaged like the uploads.
     global_buffers: list[Tensor] = field(default_factory=list)
     #: Where the rounds' finiteness is recorded (read where the caller reads the device).
@@ -114,6 +114,8 @@ def end_client(
         upload, new_state = algorithm.client_end(
             trained.params, fed.x, local, start.stored, start.info
         )
+        if algorithm.personalises:
+            new_state = algorithm.store_buffers(new_state, trained.buffers)
     if new_state is not None:
         device = fed.state_device
         fed.client_states[start.client] = (

@@ -82,6 +82,9 @@ class ClientSchedule(Sequence[list[int]]):
     sampled: int
     dropout: float = 0.0
     poisson: bool = False
+    #: The clients that may train (`eval.unseen_clients` holds the others out), drawn from as
+    #: clients 0..len-1 are drawn otherwise; None: every client.
+    members: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.rounds)
@@ -100,6 +103,12 @@ class ClientSchedule(Sequence[list[int]]):
             yield self._round(r)
 
     def _round(self, r: int) -> list[int]:
+        if self.members is not None:
+            members = self.members
+            drawn = round_clients(self.seed, r, len(members), self.sampled, 0.0, self.poisson)
+            return [
+                members[i] for i in drawn if not drops_out(self.seed, r, members[i], self.dropout)
+            ]
         return round_clients(
             self.seed, r, self.num_clients, self.sampled, self.dropout, self.poisson
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -19,6 +19,8 @@ from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_pe
 from fedbench.errors import FedbenchError
 from fedbench.models import build_model
 from fedbench.models.representation import check_anchor_statistics
+from fedbench.personal.heads import head_names
+from fedbench.personal.setup import personal_setup
 from fedbench.privacy.client_level import ClientLevelPlan, poisson_clients_of
 from fedbench.privacy.plan import PrivacyPlan, plan_privacy
 
@@ -49,7 +51,12 @@ def param_spec(model: nn.Module) -> ParamSpec:
         if isinstance(count, int):
             for pname, _ in module.named_parameters():
                 heads[f"{module_name}.{pname}" if module_name else pname] = count
-    return ParamSpec(names=[n for n, _ in named], shapes=[p.shape for _, p in named], heads=heads)
+    return ParamSpec(
+        names=[n for n, _ in named],
+        shapes=[p.shape for _, p in named],
+        heads=heads,
+        head_params=head_names(model),
+    )
 
 
 def model_and_spec(cfg: RunConfig) -> ParamSpec:
@@ -106,6 +113,8 @@ class RunSetup:
     privacy: PrivacyPlan | ClientLevelPlan | None = None
     #: Each client's own test data (eval.per_client); None when the run has none.
     client_test: ClientTestSplit | None = None
+    #: The clients held out of training (`eval.unseen_clients`; fedbench.personal.setup).
+    unseen_clients: list[int] = field(default_factory=list)
 
     @property
     def num_clients(self) -> int:
@@ -151,7 +160,9 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         check_anchor_statistics(model, cfg.model.name, cfg.algorithm.name)
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
-    sampled = clients_per_round(cfg.fl.participation, len(parts))
+    unseen = personal_setup(cfg, algorithm, len(parts), client_test)
+    members = len(parts) - len(unseen)
+    sampled = clients_per_round(cfg.fl.participation, members)
     schedule = client_schedule(
         cfg.seed,
         cfg.fl.rounds,
@@ -160,6 +171,8 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         cfg.fl.dropout,
         poisson_clients_of(cfg.privacy),
     )
+    if unseen:
+        schedule = replace(schedule, members=tuple(sorted(set(range(len(parts))) - set(unseen))))
     privacy = plan_privacy(cfg, model, algorithm_cls, [len(p) for p in parts], schedule, sampled)
     data = data.to(device)
     return RunSetup(
@@ -175,4 +188,5 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
         prepare=prepare,
         privacy=privacy,
         client_test=client_test,
+        unseen_clients=unseen,
     )

@@ -287,6 +287,12 @@ def _start(jobs: list[Row]) -> tuple[list[StepGroup], list[Tensor], dict[str, Te
         name: torch.cat(parts)
         for name, parts in zip(lead.buffer_names, zip(*buffers, strict=True), strict=False)
     }
+    for i, job in enumerate(jobs):  # client i's model: x and its personal part (a row's views)
+        algorithm = job.engine.setup.algorithm
+        if algorithm.personalises:
+            with torch.no_grad():
+                rows = [stacked[name][i] for name in lead.buffer_names]
+                algorithm.load_client([t[i] for t in y], rows, job.start.stored)
     return _merged(groups), y, stacked
 
 
