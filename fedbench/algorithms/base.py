@@ -424,8 +424,18 @@ class Algorithm(ABC):
         parameters, in the spec's order) and buffers (the state_dict buffers) hold x when
         called; the method writes its personal part over them in place from the client's stored
         state (None: a client that never trained). Called by every executor before the client's
-        first step (on a stacked row's views in the vectorised one) and by the evaluation."""
+        first step (on a stacked row's views in the vectorised one) and, unless the method
+        overrides `load_personalised`, by the evaluation."""
         return None
+
+    def load_personalised(
+        self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None
+    ) -> None:
+        """With `personalises`: client i's personalised model as the evaluation tests it, written
+        over x in place like `load_client`. Default: `load_client` (the model the client trains
+        from is the one it is tested with). Methods whose client trains from x but is tested
+        with a model of its own override it: Ditto's v_i, APFL's mixture, pFedMe's theta_i."""
+        self.load_client(y, buffers, stored)
 
     def store_buffers(self, state: State | None, buffers: Sequence[Tensor]) -> State | None:
         """With `personalises`: the state to store for the client given its trained buffers

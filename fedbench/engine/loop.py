@@ -323,7 +323,7 @@ class Engine:
             if algorithm.personalises:
                 with torch.no_grad():
                     loaded = None if state is None else to_device(state, s.device)
-                    algorithm.load_client(self.params, self.buffers, loaded)
+                    algorithm.load_personalised(self.params, self.buffers, loaded)
 
         def test(client: int) -> tuple[float, float, int] | None:
             found = client_test_data(s, client)

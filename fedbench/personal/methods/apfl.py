@@ -26,6 +26,7 @@ adaptive. comm_up d, comm_down d.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
@@ -33,7 +34,6 @@ from pydantic import Field
 from torch import Tensor
 
 from fedbench.algorithms.base import (
-    Algorithm,
     GradientOracle,
     RoundInfo,
     Scalar,
@@ -42,14 +42,17 @@ from fedbench.algorithms.base import (
     TensorSeq,
     Upload,
 )
-from fedbench.algorithms.ditto import personal_step_lr
-from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
-from fedbench.algorithms.personal_steps import copies, gradient_at
+from fedbench.algorithms.fedavg import sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
+from fedbench.personal.methods.ditto import personal_step_lr
+from fedbench.personal.steps import copies, gradient_at
 
 
-class APFLConfig(FedAvgConfig):
+class APFLConfig(PersonalConfig):
     name: str = "apfl"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
     alpha: float = Field(
         default=0.5, ge=0, le=1, description="the mixing weight of the local model (its start)"
     )
@@ -70,7 +73,7 @@ def mixed(alpha: Tensor, v: TensorSeq, w: TensorSeq, gradient: GradientOracle) -
 
 
 @ALGORITHMS.register("apfl")
-class APFL(Algorithm):
+class APFL(PersonalAlgorithm):
     """FedAvg on the global model plus a local model mixed in with an adaptive weight."""
 
     Params = APFLConfig
@@ -78,6 +81,7 @@ class APFL(Algorithm):
     client_state_desc = "its local model v_i (d floats) and mixing weight alpha_i"
     params: APFLConfig
     gradients_per_step: ClassVar[int] = 2
+    supports_privacy = True
     evaluates_other_weights: ClassVar[bool] = True
 
     def client_begin(
@@ -124,11 +128,15 @@ class APFL(Algorithm):
         state = {"v": copies(local["v"]), "alpha": local["alpha"].detach().clone()}
         return {"delta": torch._foreach_sub(y, x)}, state
 
-    def personal_params(self, x: Tensors, client_state: State | None) -> Tensors:
-        """v_bar_i = alpha_i v_i + (1 - alpha_i) x (x for a client that never trained)."""
-        if client_state is None:
-            return list(x)
-        alpha = client_state["alpha"]
-        out = list(torch._foreach_mul(client_state["v"], alpha))
-        torch._foreach_add_(out, torch._foreach_mul(x, 1.0 - alpha))
-        return out
+    def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
+        """The client trains the global model from x: nothing personal is loaded into y."""
+
+    def load_personalised(
+        self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None
+    ) -> None:
+        """v_bar_i = alpha_i v_i + (1 - alpha_i) x, y holding x (x for a new client)."""
+        if stored is None:
+            return
+        alpha = stored["alpha"]
+        torch._foreach_mul_(y, 1.0 - alpha)
+        torch._foreach_add_(y, torch._foreach_mul(stored["v"], alpha))

@@ -4,7 +4,14 @@
 import torch
 
 from fedbench.algorithms import ALGORITHMS
-from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated
+from tests.algorithms.harness import (
+    Problem,
+    assert_close,
+    flatten,
+    make,
+    run_federated,
+    unflatten,
+)
 
 
 def pfedme_reference(problem, sampled, K, lr, wd, lam, plr, inner, beta):
@@ -45,6 +52,9 @@ def test_pfedme_by_hand() -> None:
     assert set(states) == {0, 1, 2}
     for i, theta in theta_ref.items():
         assert_close(states[i]["theta"], theta)
+        tested = unflatten(x_ref)
+        alg.load_personalised(tested, [], states[i])
+        assert_close(tested, theta)
 
 
 def test_pfedme_counts_its_inner_gradients() -> None:

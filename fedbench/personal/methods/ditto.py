@@ -28,13 +28,14 @@ counts one release of the pair per step (as FedSAM's). lambda 0.1. comm_up d, co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 from pydantic import Field
+from torch import Tensor
 
 from fedbench.algorithms.base import (
-    Algorithm,
     GradientOracle,
     RoundInfo,
     Scalar,
@@ -44,13 +45,16 @@ from fedbench.algorithms.base import (
     Upload,
     add_scaled_,
 )
-from fedbench.algorithms.fedavg import FedAvgConfig, sgd_step_
-from fedbench.algorithms.personal_steps import copies, gradient_at
+from fedbench.algorithms.fedavg import sgd_step_
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
+from fedbench.personal.steps import copies, gradient_at
 
 
-class DittoConfig(FedAvgConfig):
+class DittoConfig(PersonalConfig):
     name: str = "ditto"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
     lam: float = Field(
         default=0.1,
         ge=0,
@@ -80,7 +84,7 @@ def ditto_personal_step_(
 
 
 @ALGORITHMS.register("ditto")
-class Ditto(Algorithm):
+class Ditto(PersonalAlgorithm):
     """FedAvg on the global model plus a proximally regularised personal model per client."""
 
     Params = DittoConfig
@@ -88,6 +92,8 @@ class Ditto(Algorithm):
     client_state_desc = "its personal model v_i (d floats)"
     params: DittoConfig
     gradients_per_step: ClassVar[int] = 2
+    #: Sample-level DP privatises the personal gradients too (docs/personalised.md, "DP").
+    supports_privacy = True
     #: Its second gradient is taken at v_i, in train mode on the resident model: with BatchNorm
     #: running statistics v_i's batches would move the global model's statistics.
     evaluates_other_weights: ClassVar[bool] = True
@@ -131,6 +137,12 @@ class Ditto(Algorithm):
     ) -> tuple[Upload, State | None]:
         return {"delta": torch._foreach_sub(y, x)}, {"v": copies(local["v"])}
 
-    def personal_params(self, x: Tensors, client_state: State | None) -> Tensors:
-        """The model client i is evaluated with: v_i (x for a client that never trained)."""
-        return list(x) if client_state is None else list(client_state["v"])
+    def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
+        """The client trains the global model from x: nothing personal is loaded into y."""
+
+    def load_personalised(
+        self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None
+    ) -> None:
+        """Client i is tested with v_i (x for a client that never trained)."""
+        if stored is not None:
+            torch._foreach_copy_(y, stored["v"])

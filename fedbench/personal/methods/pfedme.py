@@ -26,30 +26,34 @@ lambda 15, personal_lr 0.01, inner_steps 5. comm_up d, comm_down d.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 from pydantic import Field
+from torch import Tensor
 
 from fedbench.algorithms.base import (
-    Algorithm,
     GradientOracle,
     RoundInfo,
     Scalar,
     State,
     Tensors,
+    TensorSeq,
     Upload,
     add_coupled_decay_,
     add_scaled_,
 )
-from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.hyperparams import AlgorithmConfig
-from fedbench.algorithms.personal_steps import copies, gradient_at
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
+from fedbench.personal.steps import copies, gradient_at
 
 
-class PFedMeConfig(FedAvgConfig):
+class PFedMeConfig(PersonalConfig):
     name: str = "pfedme"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
     lam: float = Field(default=15.0, gt=0, description="lambda of the Moreau envelope")
     personal_lr: float = Field(
         default=0.01, gt=0, description="step size of the inner solve for theta"
@@ -60,7 +64,7 @@ class PFedMeConfig(FedAvgConfig):
 
 
 @ALGORITHMS.register("pfedme")
-class PFedMe(Algorithm):
+class PFedMe(PersonalAlgorithm):
     """Moreau-envelope personalisation: an inner solve for theta_i, w pulled toward it."""
 
     Params = PFedMeConfig
@@ -68,6 +72,7 @@ class PFedMe(Algorithm):
     client_state_desc = "its personalised model theta_i (d floats)"
     params: PFedMeConfig
     gradients_per_step: ClassVar[int] = PFedMeConfig().inner_steps
+    supports_privacy = True
     evaluates_other_weights: ClassVar[bool] = True
 
     @classmethod
@@ -108,6 +113,12 @@ class PFedMe(Algorithm):
     ) -> tuple[Upload, State | None]:
         return {"delta": torch._foreach_sub(y, x)}, {"theta": copies(local["theta"])}
 
-    def personal_params(self, x: Tensors, client_state: State | None) -> Tensors:
+    def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
+        """The client trains its local w from x: nothing personal is loaded into y."""
+
+    def load_personalised(
+        self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None
+    ) -> None:
         """theta_i after the client's last round (x for a client that never trained)."""
-        return list(x) if client_state is None else list(client_state["theta"])
+        if stored is not None:
+            torch._foreach_copy_(y, stored["theta"])

@@ -39,7 +39,6 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms.base import (
-    Algorithm,
     GradientOracle,
     RoundInfo,
     Scalar,
@@ -50,16 +49,23 @@ from fedbench.algorithms.base import (
     add_coupled_decay_,
     add_scaled_,
 )
-from fedbench.algorithms.fedavg import FedAvgConfig
 from fedbench.algorithms.hyperparams import AlgorithmConfig
-from fedbench.algorithms.personal_steps import copies, gradient_at
 from fedbench.algorithms.registry import ALGORITHMS
+from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
+from fedbench.personal.steps import copies, gradient_at
 
 
-class PerFedAvgConfig(FedAvgConfig):
+class PerFedAvgConfig(PersonalConfig):
     name: str = "perfedavg"
+    lr: float = Field(default=0.1, gt=0)
+    weight_decay: float = Field(default=1.0e-3, ge=0)
     inner_lr: float = Field(
         default=0.01, gt=0, description="alpha: the inner (adaptation) step, also at evaluation"
+    )
+    finetune_steps: int = Field(
+        default=1,
+        ge=0,
+        description="SGD steps of the evaluation's personalisation (the paper's: one)",
     )
 
 
@@ -86,12 +92,20 @@ def hessian_vector(
 
 
 @ALGORITHMS.register("perfedavg")
-class PerFedAvg(Algorithm):
+class PerFedAvg(PersonalAlgorithm):
     """FedAvg on the MAML objective, first-order (FO) meta-gradient."""
 
     Params = PerFedAvgConfig
     paper = "Fallah, Mokhtari & Ozdaglar 2020 (NeurIPS), Per-FedAvg (FO)"
     params: PerFedAvgConfig
+    supports_privacy = True
+    #: Nothing is kept per client: the personalisation is the evaluation's fine-tuning.
+    personalises = False
+
+    def finetune_lr(self) -> float:
+        """The evaluation's step: alpha, unless finetune_lr is set."""
+        lr = self.params.finetune_lr
+        return self.params.inner_lr if lr is None else lr
 
     def client_begin(
         self, x: Tensors, server: State, client_state: State | None, info: RoundInfo

@@ -4,7 +4,7 @@ Hessian-vector product (the least-squares loss is quadratic, so the two agree)."
 
 import torch
 
-from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms import ALGORITHMS, RoundInfo
 from tests.algorithms.harness import Problem, assert_close, flatten, make, run_federated, unflatten
 
 
@@ -70,3 +70,18 @@ def test_hf_declares_its_gradients_per_step() -> None:
     assert hf.round_gradients(0, 5) == {1: 3, 3: 2}
     assert hf.round_gradients(0, 1) == {1: 1}
     assert fo.round_gradients(0, 5) == {1: 5}
+
+
+def test_evaluation_personalises_by_one_step_of_alpha() -> None:
+    """The paper's evaluation: one SGD step of size alpha from x (with the coupled decay), the
+    method's fine-tuning; finetune_lr, when set, replaces alpha."""
+    problem = Problem(clients=1)
+    alg = make("perfedavg", clients=1, weight_decay=0.01, inner_lr=0.07)
+    assert (alg.finetune_steps(), alg.finetune_lr()) == (1, 0.07)
+    assert not alg.personalises  # nothing is stored per client
+    y = problem.x0()
+    x = flatten(y).clone()
+    info = RoundInfo(0, alg.finetune_lr(), 1, 1, 1)
+    alg.finetune_step(y, problem.grad(y, 0), {}, 1, info)
+    assert_close(y, x - 0.07 * (problem.flat_grad(x, 0) + 0.01 * x))
+    assert make("perfedavg", clients=1, inner_lr=0.07, finetune_lr=0.2).finetune_lr() == 0.2

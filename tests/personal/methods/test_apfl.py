@@ -59,7 +59,8 @@ def test_apfl_by_hand_adaptive_and_fixed() -> None:
         for i, (v, alpha) in ref.items():
             assert_close(states[i]["v"], v)
             assert abs(float(states[i]["alpha"]) - alpha) < 1e-12
-            personal = alg.personal_params(unflatten(x_ref), states[i])
+            personal = unflatten(x_ref)
+            alg.load_personalised(personal, [], states[i])
             assert_close(personal, alpha * v + (1 - alpha) * x_ref)
         moved = {round(float(s["alpha"]), 12) for s in states.values()}
         assert moved != {0.3} if adaptive else moved == {0.3}

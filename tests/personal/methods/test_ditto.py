@@ -45,9 +45,16 @@ def test_ditto_by_hand_with_persisting_personal_models() -> None:
     assert set(states) == {0, 1, 2}
     for i in range(3):
         assert_close(states[i]["v"], v_ref[i])
-        assert_close(alg.personal_params(unflatten(x_ref), states[i]), v_ref[i])
+        tested = unflatten(x_ref)
+        alg.load_personalised(tested, [], states[i])
+        assert_close(tested, v_ref[i])
+        trains_from = unflatten(x_ref)
+        alg.load_client(trains_from, [], states[i])  # the client trains the global model from x
+        assert_close(trains_from, x_ref)
     # a client that never trained is evaluated with the global model
-    assert_close(alg.personal_params(unflatten(x_ref), None), x_ref)
+    new = unflatten(x_ref)
+    alg.load_personalised(new, [], None)
+    assert_close(new, x_ref)
 
 
 def test_ditto_global_model_is_fedavg_and_lambda_pins_v() -> None:
@@ -67,7 +74,7 @@ def test_ditto_global_model_is_fedavg_and_lambda_pins_v() -> None:
 
 
 def test_gradient_at_leaves_y_unchanged_and_counts_two_gradients() -> None:
-    from fedbench.algorithms.personal_steps import gradient_at
+    from fedbench.personal.steps import gradient_at
 
     problem = Problem(clients=1)
     y = problem.x0()
