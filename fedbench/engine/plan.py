@@ -34,6 +34,7 @@ from fedbench.engine.captured import captured_unsupported
 from fedbench.engine.layout import layout_choices
 from fedbench.engine.setup import RunSetup
 from fedbench.errors import FedbenchError
+from fedbench.personal.store import store_choice
 
 
 def vectorized_unsupported(setup: RunSetup) -> str | None:
@@ -347,6 +348,9 @@ def execution_plan(setup: RunSetup, group: int | None = None) -> ExecutionPlan:
         choices.append(clipping)
     small = setup.algorithm.spec.d < SMALL_MODEL
     choices.extend(Choice(*entry) for entry in layout_choices(setup, executor.value, small))
+    store = store_choice(setup.cfg, setup.algorithm, setup.num_clients)
+    if store is not None:  # where personal / bounded client states live (fedbench.personal)
+        choices.append(Choice("client_state_store", *store))
     runtime, privacy = setup.cfg.runtime, setup.cfg.privacy
     required = {"cuda_graphs"} if runtime.cuda_graphs == "on" else set()
     if clipping is not None and privacy is not None and privacy.clipping != "auto":

@@ -4,7 +4,7 @@ last round of a run whose algorithm personalises or fine-tunes (`eval.personal`)
 For each client that trained (every client not held out as unseen) with a non-empty local
 test split: client i's model (x, with its personal part loaded by the method's
 `load_personalised`), tested on its own test split (`personal_acc_*`); then the method's
-fine-tuning (`finetune_steps` local steps, fedbench.personal.base) and the test again
+fine-tuning (`finetune_steps` local steps, fedbench.algorithms.personal) and the test again
 (`personal_ft_acc_*`). For each unseen client (`eval.unseen_clients`, never sampled for
 training): x fine-tuned on its training data and tested (`unseen_acc_*`): fine-tune-then-
 test for a method that fine-tunes, the plain test of x for a global one. A global algorithm
@@ -24,13 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedbench.algorithms.base import Algorithm, RoundInfo
+from fedbench.algorithms.personal import FineTuning, PersonalAlgorithm
 from fedbench.config import RunConfig
-from fedbench.personal.base import FineTuning, PersonalAlgorithm
-from fedbench.personal.summary import STATS, summarise
+from fedbench.personal.summary import COLUMNS, STATS, summarise
 
-#: The accuracy columns of the protocol, each with the summaries of `STATS`
-#: (personal_acc_mean, ...), and the protocol's other columns.
-COLUMNS = ("personal_acc", "personal_ft_acc", "unseen_acc")
+#: The protocol's counts beside its accuracy columns (summary.COLUMNS).
 COUNTS = ("personal_clients", "unseen_clients")
 
 
@@ -87,11 +85,7 @@ def personal_metrics(
     kept = [r for r in trained if r is not None]
     new = [r for r in fresh if r is not None]
     row: dict[str, Any] = {"personal_clients": len(kept), "unseen_clients": len(new)}
-    for column, results, at in (
-        ("personal_acc", kept, 0),
-        ("personal_ft_acc", kept, 2),
-        ("unseen_acc", new, 2),
-    ):
+    for column, results, at in zip(COLUMNS, (kept, kept, new), (0, 2, 2), strict=True):
         stats = summarise([r[at] for r in results], [r[4] for r in results]) if results else {}
         row.update({f"{column}_{n}": stats.get(n) for n in STATS})
         loss = column.replace("_acc", "_loss") + "_mean"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import RunConfig
 from fedbench.data.client_test import ClientTestSplit
 from fedbench.errors import FedbenchError
-from fedbench.personal.base import PersonalAlgorithm
 
 #: Salt of the unseen clients' draw (independent of the partition's own draws).
 _UNSEEN_SALT = 0x0E

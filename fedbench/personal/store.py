@@ -24,7 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from fedbench.algorithms.base import State
+from fedbench.algorithms.base import Algorithm, State
+from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import RunConfig
 from fedbench.files import write_file
 
@@ -202,3 +203,26 @@ def client_store(cfg: RunConfig, device: torch.device, run_folder: Path) -> Clie
     if mib is None:
         return ClientStore(device)
     return ClientStore(device, int(mib * 2**20), run_folder / SPILL_FOLDER)
+
+
+def store_choice(cfg: RunConfig, algorithm: Algorithm, num_clients: int) -> tuple[str, str] | None:
+    """The plan's `client_state_store` entry (value, reason): where the per-client states
+    live, for a run that keeps personal state or bounds the store (None: no entry, as before
+    for the global algorithms)."""
+    mib = cfg.runtime.client_state_memory
+    personal = isinstance(algorithm, PersonalAlgorithm) and algorithm.personalises
+    if mib is None and not personal:
+        return None
+    where = f"runtime.client_state_device {cfg.runtime.client_state_device}"
+    if not personal:
+        return "spill", f"runtime.client_state_memory {mib:g} MiB, beyond it {SPILL_FOLDER}/"
+    assert isinstance(algorithm, PersonalAlgorithm)
+    need = num_clients * algorithm.stored_floats() * 4 / 2**20  # fp32 states
+    if mib is None:
+        return "memory", f"no runtime.client_state_memory: {need:.1f} MiB at most ({where})"
+    if need <= mib:
+        return "memory", f"{need:.1f} MiB at most fits runtime.client_state_memory {mib:g} MiB"
+    return "spill", (
+        f"{need:.1f} MiB at most > runtime.client_state_memory {mib:g} MiB: the least recently "
+        f"written states go to the run folder's {SPILL_FOLDER}/"
+    )

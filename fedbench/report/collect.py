@@ -16,6 +16,7 @@ from fedbench.config import read_yaml
 from fedbench.engine.run_folder import RunFolder, child_folder
 from fedbench.errors import FedbenchError
 from fedbench.metrics_log import read_rows
+from fedbench.personal.summary import PERSONAL_METRICS
 from fedbench.readback import BadFile, read_plan_file
 from fedbench.report.privacy_cells import run_privacy
 from fedbench.runner.table_config import (
@@ -48,6 +49,8 @@ LOWER_IS_BETTER = {
     "comm_down",
     "wall_s",
     "rounds_to_target",
+    # the spread of accuracy across clients: lower is fairer
+    *(m for m in PERSONAL_METRICS if m.endswith("_std")),
 }
 
 
@@ -137,6 +140,8 @@ def collect(
                 record[metric] = statistic(rows, metric, table.report, table.last_k)
             elif metric in DIAGNOSTIC_METRICS:
                 record[metric] = statistic(rows, metric, "mean", table.last_k)
+            elif metric in PERSONAL_METRICS:  # measured at the last round only
+                record[metric] = statistic(rows, metric, "final", table.last_k)
             else:
                 record[metric] = _summary_metric(summary or {}, metric)
         records.append(record)

@@ -25,6 +25,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from fedbench.personal.summary import (
+    COLUMN_LABELS,
+    COLUMNS,
+    PERSONAL_METRICS,
+    STAT_LABELS,
+    STATS,
+)
 from fedbench.report.collect import LOWER_IS_BETTER, MISSING, NOT_RUN
 from fedbench.report.paper import paper_value
 from fedbench.report.privacy_cells import NO_DP, cell_privacy, epsilon_text
@@ -49,6 +56,7 @@ DIGITS = {
     "wall_s": 1,
     "rounds_to_target": 0,
     "epsilon": 2,
+    **dict.fromkeys(PERSONAL_METRICS, 2),
 }
 #: Metric subheaders (markdown / terminal; LaTeX escapes them).
 METRIC_LABELS = {
@@ -66,6 +74,11 @@ METRIC_LABELS = {
     "v_spread": "v spread",
     "local_step_ratio": "step RMS / lr",
     "epsilon": "ε (δ, accounting)",
+    **{
+        f"{column}_{stat}": f"{COLUMN_LABELS[column]} {STAT_LABELS[stat]} (%)"
+        for column in COLUMNS
+        for stat in STATS
+    },
 }
 #: Measurements that explain or bound a result rather than score it: no best row, no test.
 UNRANKED_METRICS = (*DIAGNOSTIC_METRICS, "epsilon")

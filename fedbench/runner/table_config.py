@@ -47,6 +47,7 @@ from fedbench.config import (
 )
 from fedbench.errors import FedbenchError
 from fedbench.labels import unprintable
+from fedbench.personal.summary import PERSONAL_METRICS
 from fedbench.runner.space import row_space
 from fedbench.suggest import did_you_mean
 
@@ -54,6 +55,7 @@ from fedbench.suggest import did_you_mean
 #: best_test_acc = the best evaluated test_acc of a run; rounds_to_target = its first evaluated
 #: round with test_acc >= eval.target (runs that never reach it are counted, never averaged).
 #: epsilon = the privacy a private run spent (summary.json; reports add it to tables with DP rows).
+#: personal_acc_mean, ... = the personalised protocol's columns at the last round.
 METRICS = (
     "test_acc",
     "train_loss",
@@ -69,6 +71,8 @@ METRICS = (
     "v_spread",
     "local_step_ratio",
     "epsilon",
+    # the personalised protocol's summaries across clients (fedbench.personal.summary)
+    *PERSONAL_METRICS,
 )
 #: The `eval.diagnostics` measurements (FedAdamW Figure 2's client drift and v spread, and the
 #: local step's RMS size over the learning rate): a run's value is their mean over the evaluated

@@ -6,7 +6,7 @@ import torch
 
 from fedbench.algorithms import ALGORITHMS, ParamSpec, RoundInfo
 from fedbench.algorithms.fedavg import FedAvg, FedAvgConfig
-from fedbench.personal.base import PERSONAL, FineTuning
+from fedbench.algorithms.personal import PERSONAL, FineTuning
 from fedbench.personal.methods.fedavg_ft import FedAvgFT, FedAvgFTConfig
 from fedbench.personal.methods.local_only import LocalOnly, LocalOnlyConfig
 

@@ -13,9 +13,8 @@ from fedbench.config import RunConfig, load_run_config
 from fedbench.engine import train
 from fedbench.engine.loop import Engine
 from fedbench.errors import FedbenchError
-from fedbench.personal.evaluate import COLUMNS
 from fedbench.personal.setup import unseen_clients
-from fedbench.personal.summary import STATS
+from fedbench.personal.summary import COLUMNS, STATS
 from tests.conftest import read_metrics, strip_elapsed
 
 #: Every personalised method, with the settings its quick run needs.

@@ -142,7 +142,7 @@ def test_client_steps_estimate():
 
 #: Ablations and tables that are fedbench's own, not a paper table.
 OWN_ABLATIONS = {"blocks", "fedadamw-variants"}
-OWN_TABLES = {"baselines"}
+OWN_TABLES = {"baselines", "personalised"}
 
 
 def test_shipped_configs_are_found_and_validate():

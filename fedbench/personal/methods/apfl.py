@@ -43,8 +43,8 @@ from fedbench.algorithms.base import (
     Upload,
 )
 from fedbench.algorithms.fedavg import sgd_step_
+from fedbench.algorithms.personal import PersonalAlgorithm, PersonalConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
 from fedbench.personal.methods.ditto import personal_step_lr
 from fedbench.personal.steps import copies, gradient_at
 

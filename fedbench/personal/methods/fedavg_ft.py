@@ -26,8 +26,8 @@ from pydantic import Field
 
 from fedbench.algorithms.base import RoundInfo, Scalar, State, Tensors
 from fedbench.algorithms.fedavg import sgd_step_
+from fedbench.algorithms.personal import PersonalAlgorithm, PersonalConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
 
 
 class FedAvgFTConfig(PersonalConfig):

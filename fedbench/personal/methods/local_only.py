@@ -20,8 +20,8 @@ from pydantic import Field
 from fedbench.algorithms.base import Floats, RoundInfo, Scalar, State, Tensors
 from fedbench.algorithms.fedavg import sgd_step_
 from fedbench.algorithms.hyperparams import AlgorithmConfig
+from fedbench.algorithms.personal import PersonalAlgorithm, PersonalConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
 
 
 class LocalOnlyConfig(PersonalConfig):

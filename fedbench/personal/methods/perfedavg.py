@@ -50,8 +50,8 @@ from fedbench.algorithms.base import (
     add_scaled_,
 )
 from fedbench.algorithms.hyperparams import AlgorithmConfig
+from fedbench.algorithms.personal import PersonalAlgorithm, PersonalConfig
 from fedbench.algorithms.registry import ALGORITHMS
-from fedbench.personal.base import PersonalAlgorithm, PersonalConfig
 from fedbench.personal.steps import copies, gradient_at
 
 

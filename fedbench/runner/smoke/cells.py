@@ -72,6 +72,8 @@ def smoke_config(cfg: RunConfig, data_root: Path) -> SmokeCell:
         # The partition's own fields go back to their defaults, so that columns differing
         # only in them (Dir-0.6 / Dir-0.1) are one smoke run.
         data["partition"] = {"kind": "iid", "clients": CLIENTS, "seed": cfg.partition.seed}
+        if cfg.partition.client_test_fraction:  # each client's own test data (eval.personal)
+            data["partition"]["client_test_fraction"] = cfg.partition.client_test_fraction
         if cfg.partition.kind != "iid":
             replaced.append(f"partition {cfg.partition.kind} -> iid")
     model = data["model"]

@@ -99,6 +99,11 @@ class PersonalAlgorithm(Algorithm):
             return stored
         return {PERSONAL: [y[j].detach().clone() for j in self.personal_index]}
 
+    def stored_floats(self) -> int:
+        """Floats stored per client (the plan's estimate of the store's size): the personal
+        parameters; a method that stores more (Ditto's v_i beside them) says so here."""
+        return sum(int(torch.Size(self.spec.shapes[j]).numel()) for j in self.personal_index)
+
     def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
         """Write the client's personal parameters over x (a new client keeps x's)."""
         if stored is None or PERSONAL not in stored:
