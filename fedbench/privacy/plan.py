@@ -250,6 +250,16 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name, cfg.privacy.level)
+    if cfg.privacy.level == "sample" and not algorithm_cls.supports_privacy:
+        # No dp_ twin: the rule was never checked against privatised gradients (MOON's
+        # contrastive term is not in the per-sample loss; a personalised method that has not
+        # stated what its personal part's privacy is), so an epsilon would cover an unknown
+        # computation.
+        raise FedbenchError(
+            f"algorithm {cfg.algorithm.name} states no sample-level privacy (it has no dp_ "
+            "twin, see docs/privacy.md), so fedbench cannot say what an epsilon would cover; "
+            "use privacy.level client or another algorithm"
+        )
     if cfg.privacy.level == "sample" and algorithm_cls.uses_full_gradient(cfg.algorithm):
         raise FedbenchError(
             f"{cfg.algorithm.name}'s full-data gradient pass (full_batch_gradient) is not "
