@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import parse_run_config
 from fedbench.engine.loop import Engine
 from fedbench.engine.run import select_engine
@@ -92,10 +93,21 @@ def _supported(name: str) -> bool:
     return ALGORITHMS.get(name).supports_vectorized and not name.startswith("dp_")
 
 
+def _needs(name: str) -> dict[str, dict]:
+    """What an algorithm needs of the run beyond the shared config: a personalised method its
+    clients' own test data (its protocol), FedBN a model with BatchNorm layers."""
+    if not issubclass(ALGORITHMS.get(name), PersonalAlgorithm):
+        return {}
+    needs: dict[str, dict] = {"partition": {"client_test_fraction": 0.2}}
+    if name == "fedbn":
+        needs["model"] = {"name": "cnn_bn"}
+    return needs
+
+
 @pytest.mark.parametrize("name", [n for n, _ in ALGORITHMS.items() if _supported(n)])
 def test_parity_every_algorithm(name: str, tmp_path: Path) -> None:
     # grad_clip 1.0 clips most steps, so per-client clipping is exercised.
-    _assert_same(_config({"name": name, "grad_clip": 1.0}), tmp_path)
+    _assert_same(_config({"name": name, "grad_clip": 1.0}, **_needs(name)), tmp_path)
 
 
 @pytest.mark.parametrize("chunk", [1, 2])

@@ -15,6 +15,7 @@ import fedbench.engine.client as client_module
 import fedbench.engine.loop as loop_module
 import fedbench.privacy.client_level as client_level_module
 from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import load_run_config
 from fedbench.engine import train
 from fedbench.engine.setup import prepare_run
@@ -37,6 +38,19 @@ SMALL = [
     "privacy.noise_multiplier=0.9",
     "privacy.clip=1.0",
 ]
+
+
+def _settings(name: str) -> list[str]:
+    """SMALL, with what a personalised method needs: its clients' own test data and, for one
+    that splits the model into a body and a head, a model with a body (logreg is all head)."""
+    cls = ALGORITHMS.get(name)
+    extra = []
+    if issubclass(cls, PersonalAlgorithm):
+        extra.append("partition.client_test_fraction=0.25")
+        if cls.uses_head:
+            extra.append("model.name=mlp")
+    return [*SMALL, *extra, f"algorithm.name={name}"]
+
 
 SAMPLE_LEVEL = sorted(name for name, cls in ALGORITHMS.items() if cls.requires_privacy)
 CLIENT_LEVEL = sorted(
@@ -105,7 +119,7 @@ class SampleLevelCount:
 def test_sample_level_accountant_counts_what_each_dp_algorithm_privatises(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg = load_run_config(None, [*SMALL, f"algorithm.name={name}", "privacy.sampling=poisson"])
+    cfg = load_run_config(None, [*_settings(name), "privacy.sampling=poisson"])
     plan = prepare_run(cfg).privacy
     assert isinstance(plan, PrivacyPlan)
     counted = SampleLevelCount(monkeypatch)
@@ -125,7 +139,7 @@ def test_sample_level_accountant_counts_what_each_dp_algorithm_privatises(
 def test_client_level_accountant_counts_each_rounds_noisy_mean(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cfg = load_run_config(None, [*SMALL, f"algorithm.name={name}", "privacy.level=client"])
+    cfg = load_run_config(None, [*_settings(name), "privacy.level=client"])
     plan = prepare_run(cfg).privacy
     assert isinstance(plan, ClientLevelPlan)
     noises: list[float] = []
