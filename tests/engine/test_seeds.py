@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine.loop import Engine
 from fedbench.engine.run import RunResult
@@ -152,7 +153,10 @@ def _vectorizable(name: str) -> bool:
 def test_every_vectorised_algorithm_stacks_its_seeds_exactly(name: str, tmp_path: Path) -> None:
     """The seeds' local rule runs once over all their rows (their rounds agree): exact for every
     algorithm the vectorised engine takes, as each row is computed as in its run alone."""
-    cfgs = [_cfg(seed, name, "fl.rounds=2") for seed in SEEDS[:2]]
+    # a personalised method needs its clients' own test data (its protocol)
+    personal = issubclass(ALGORITHMS.get(name), PersonalAlgorithm)
+    extra = ["partition.client_test_fraction=0.25"] if personal else []
+    cfgs = [_cfg(seed, name, "fl.rounds=2", *extra) for seed in SEEDS[:2]]
     results = train_together(cfgs, tmp_path / "together", save_model=True, prepare=prepare64)
     assert [r.status for r in results] == ["completed"] * 2  # type: ignore[union-attr]
     alone = _separately(cfgs, tmp_path / "alone")
