@@ -77,6 +77,21 @@ def train_until_checkpoint(args: list[str], out: Path, timeout: float = 300):
     return proc
 
 
+def algorithm_needs(name: str) -> list[str]:
+    """The settings a run of algorithm `name` needs beyond what a global algorithm needs, for
+    the tests that run every registered algorithm on one config: a personalised method its
+    clients' own test data (the personalised protocol), FedBN a model with BatchNorm layers."""
+    from fedbench.algorithms import ALGORITHMS
+    from fedbench.algorithms.personal import PersonalAlgorithm
+
+    if not issubclass(ALGORITHMS.get(name), PersonalAlgorithm):
+        return []
+    needs = ["partition.client_test_fraction=0.2"]
+    if name == "fedbn":
+        needs.append("model.name=cnn_bn")
+    return needs
+
+
 def read_metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.algorithms.registry import ALGORITHMS
 from fedbench.config import load_run_config
 from fedbench.engine.dispatch import HOST_READS, SYNC_OPS, HostReads, OpCounter
@@ -19,6 +18,7 @@ from fedbench.engine.run import select_engine
 from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
+from tests.conftest import algorithm_needs
 
 pytestmark = pytest.mark.engine
 
@@ -65,10 +65,8 @@ def test_the_non_private_algorithms_are_all_here() -> None:
 @pytest.mark.parametrize("engine", ["sequential", "vectorized"])
 @pytest.mark.parametrize("algorithm", NON_PRIVATE)
 def test_a_round_reads_nothing_back(algorithm: str, engine: str) -> None:
-    # a personalised method needs its clients' own test data (its protocol)
-    personal = issubclass(ALGORITHMS.get(algorithm), PersonalAlgorithm)
-    extra = ["partition.client_test_fraction=0.25"] if personal else []
-    _, syncs = _round_syncs([f"algorithm.name={algorithm}", f"runtime.engine={engine}", *extra])
+    items = [f"algorithm.name={algorithm}", f"runtime.engine={engine}"]
+    _, syncs = _round_syncs([*items, *algorithm_needs(algorithm)])
     assert syncs == {}
 
 

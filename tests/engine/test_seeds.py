@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine.loop import Engine
 from fedbench.engine.run import RunResult
@@ -24,7 +23,7 @@ from fedbench.engine.seeds import SeedsEngine, stack_problem
 from fedbench.engine.setup import RunSetup, prepare_run
 from fedbench.engine.vectorized import VectorizedEngine
 from fedbench.errors import FedbenchError
-from tests.conftest import read_metrics
+from tests.conftest import algorithm_needs, read_metrics
 from tests.engine.nets import batchnorm_net, prepare64, with_model
 
 TOL = 1e-12
@@ -153,10 +152,7 @@ def _vectorizable(name: str) -> bool:
 def test_every_vectorised_algorithm_stacks_its_seeds_exactly(name: str, tmp_path: Path) -> None:
     """The seeds' local rule runs once over all their rows (their rounds agree): exact for every
     algorithm the vectorised engine takes, as each row is computed as in its run alone."""
-    # a personalised method needs its clients' own test data (its protocol)
-    personal = issubclass(ALGORITHMS.get(name), PersonalAlgorithm)
-    extra = ["partition.client_test_fraction=0.25"] if personal else []
-    cfgs = [_cfg(seed, name, "fl.rounds=2", *extra) for seed in SEEDS[:2]]
+    cfgs = [_cfg(seed, name, "fl.rounds=2", *algorithm_needs(name)) for seed in SEEDS[:2]]
     results = train_together(cfgs, tmp_path / "together", save_model=True, prepare=prepare64)
     assert [r.status for r in results] == ["completed"] * 2  # type: ignore[union-attr]
     alone = _separately(cfgs, tmp_path / "alone")

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.algorithms.personal import PersonalAlgorithm
 from fedbench.config import parse_run_config
 from fedbench.engine.loop import Engine
 from fedbench.engine.run import select_engine
@@ -22,6 +21,7 @@ from fedbench.engine.run_folder import RunFolder
 from fedbench.engine.schedule import local_lr
 from fedbench.engine.setup import prepare_run
 from fedbench.engine.vectorized import VectorizedEngine, vectorized_unsupported
+from tests.conftest import algorithm_needs
 from tests.engine.nets import batchnorm_net, build_engine, with_model
 
 TOL = 1e-9  # float64
@@ -94,14 +94,14 @@ def _supported(name: str) -> bool:
 
 
 def _needs(name: str) -> dict[str, dict]:
-    """What an algorithm needs of the run beyond the shared config: a personalised method its
-    clients' own test data (its protocol), FedBN a model with BatchNorm layers."""
-    if not issubclass(ALGORITHMS.get(name), PersonalAlgorithm):
-        return {}
-    needs: dict[str, dict] = {"partition": {"client_test_fraction": 0.2}}
-    if name == "fedbn":
-        needs["model"] = {"name": "cnn_bn"}
-    return needs
+    """`algorithm_needs` as config sections (a personalised method's client test split,
+    FedBN's BatchNorm model)."""
+    sections: dict[str, dict] = {}
+    for item in algorithm_needs(name):
+        key, value = item.split("=", 1)
+        section, field = key.split(".")
+        sections.setdefault(section, {})[field] = float(value) if section == "partition" else value
+    return sections
 
 
 @pytest.mark.parametrize("name", [n for n, _ in ALGORITHMS.items() if _supported(n)])
