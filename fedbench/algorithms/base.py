@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -298,6 +299,10 @@ class Algorithm(ABC):
     #: client trains (`load_client`), it lives in the client's stored state (never uploaded,
     #: never aggregated), and the evaluation reads client i's model as x plus that part.
     personalises: ClassVar[bool] = False
+    #: True: the rule needs each client's training class counts (FedRoD's balanced softmax):
+    #: the run's setup hands them over once (`set_class_counts`, N x C, from the partition),
+    #: and `new_client_state` puts a client's own into its first stored state.
+    uses_class_counts: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -418,6 +423,17 @@ class Algorithm(ABC):
         averages every uploaded key; "delta" (y - x) is required: it is checked for finiteness
         and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
+
+    def new_client_state(self, client: int, x: Tensors) -> State | None:
+        """The stored state of client `client` before its first round (None: none, the
+        default). The round protocol hands it to `client_begin` in place of None, so that a
+        rule may start from something of that client's (FedRoD: its class counts) without
+        being told which client it begins; it is stored only by `client_end`, like any state."""
+        return None
+
+    def set_class_counts(self, counts: np.ndarray) -> None:
+        """With `uses_class_counts`: every client's training class counts (N x C)."""
+        raise NotImplementedError(f"{type(self).__name__} sets no uses_class_counts")
 
     def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
         """With `personalises`: client i's model from the global one. y (the trainable

@@ -250,6 +250,11 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name, cfg.privacy.level)
+    if cfg.privacy.level == "sample" and algorithm_cls.uses_class_counts:
+        raise FedbenchError(
+            f"{cfg.algorithm.name} reads each client's class counts in every gradient (its "
+            "balanced softmax), which sample-level DP does not privatise; use privacy.level client"
+        )
     if cfg.privacy.level == "sample" and not algorithm_cls.supports_privacy:
         # No dp_ twin: the rule was never checked against privatised gradients (MOON's
         # contrastive term is not in the per-sample loss; a personalised method that has not
