@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -151,6 +152,11 @@ class GradientOracle(Protocol):
         returns them (a new list; the tensors are unchanged)."""
         ...
 
+    def dot(self, a: TensorSeq, b: TensorSeq) -> Tensor:
+        """<a, b> over all of one client's tensors: a 0-d tensor, or one per row (shape
+        (rows,)) on stacked rows (APFL's gradient of its mixing weight). No host sync."""
+        ...
+
     def full(self) -> Tensors:
         """The gradient of the client's mean objective over ALL its local samples at the current
         y (MimeLite's grad f_i(x) with `full_batch_gradient`), clipped as a step's gradient; no
@@ -184,6 +190,13 @@ class StepOracle:
 
     def norm(self, tensors: TensorSeq) -> Tensor:
         return client_norm(tensors, self.rows)
+
+    def dot(self, a: TensorSeq, b: TensorSeq) -> Tensor:
+        if self.rows is None:
+            return torch.stack([(s * t).sum() for s, t in zip(a, b, strict=True)]).sum()
+        rows = self.rows
+        per_tensor = [(s * t).reshape(rows, -1).sum(dim=1) for s, t in zip(a, b, strict=True)]
+        return torch.stack(per_tensor).sum(dim=0)
 
     def scale(self, tensors: TensorSeq, factor: Tensor) -> Tensors:
         if self.rows is None:
@@ -278,6 +291,11 @@ class Algorithm(ABC):
     #: clamps their privatised mean at 0, post-processing that costs no privacy. Without
     #: noise the mean of non-negative values is non-negative and the clamp changes nothing.
     nonnegative_uploads: ClassVar[frozenset[str]] = frozenset()
+    #: True: a local step also takes gradients under other weights than the client's y, put
+    #: into the resident model for the call (a personal model: Ditto, APFL, pFedMe). In train
+    #: mode those forwards would move the model's BatchNorm running statistics, which are the
+    #: global model's: the setup refuses models with running statistics, as for MOON's anchors.
+    evaluates_other_weights: ClassVar[bool] = False
     #: True: `local_step` accepts its step scalars (k, info.lr, info.round) as 0-d tensors
     #: (`Scalar`; written with `add_scaled_`, `addcdiv_scaled_`, `sqrt`), so the whole client
     #: step compiles into one graph (`runtime.compile`; fedbench.engine.captured). Set where
@@ -289,6 +307,10 @@ class Algorithm(ABC):
     #: client trains (`load_client`), it lives in the client's stored state (never uploaded,
     #: never aggregated), and the evaluation reads client i's model as x plus that part.
     personalises: ClassVar[bool] = False
+    #: True: the rule needs each client's training class counts (FedRoD's balanced softmax):
+    #: the run's setup hands them over once (`set_class_counts`, N x C, from the partition),
+    #: and `new_client_state` puts a client's own into its first stored state.
+    uses_class_counts: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -369,13 +391,16 @@ class Algorithm(ABC):
         captured (`Scalar`)."""
 
     @classmethod
-    def round_gradients(cls, round_index: int, local_steps: int) -> dict[int, int]:
+    def round_gradients(
+        cls, round_index: int, local_steps: int, params: AlgorithmConfig | None = None
+    ) -> dict[int, int]:
         """{g: how many of round r's K local steps call the gradient oracle g times}: what a
         client privatises in the round, all g gradients of a step on that step's batch. Every
         round from `initial_rounds` on is the same. Default: {gradients_per_step: K}. The
         privacy accountant composes this; the sequential executor checks it against the
         oracle's calls in every private client round, so that a rule whose calls disagree with
-        it fails rather than report a wrong epsilon."""
+        it fails rather than report a wrong epsilon. `params`: the run's hyperparameters, for a
+        rule whose count depends on them (pFedMe's inner_steps); None: the defaults."""
         return {cls.gradients_per_step: local_steps}
 
     def local_step_with_oracle(
@@ -404,12 +429,24 @@ class Algorithm(ABC):
         and is the update most server steps apply."""
         return {"delta": torch._foreach_sub(y, x)}, client_state
 
+    def new_client_state(self, client: int, x: Tensors) -> State | None:
+        """The stored state of client `client` before its first round (None: none, the
+        default). The round protocol hands it to `client_begin` in place of None, so that a
+        rule may start from something of that client's (FedRoD: its class counts) without
+        being told which client it begins; it is stored only by `client_end`, like any state."""
+        return None
+
+    def set_class_counts(self, counts: np.ndarray) -> None:
+        """With `uses_class_counts`: every client's training class counts (N x C)."""
+        raise NotImplementedError(f"{type(self).__name__} sets no uses_class_counts")
+
     def load_client(self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None) -> None:
         """With `personalises`: client i's model from the global one. y (the trainable
         parameters, in the spec's order) and buffers (the state_dict buffers) hold x when
         called; the method writes its personal part over them in place from the client's stored
         state (None: a client that never trained). Called by every executor before the client's
-        first step (on a stacked row's views in the vectorised one) and by the evaluation."""
+        first step (on a stacked row's views in the vectorised one) and, unless the method
+        overrides `load_personalised`, by the evaluation."""
         return None
 
     def local_buffers(self) -> frozenset[int]:
@@ -417,6 +454,15 @@ class Algorithm(ABC):
         clients: left out of the round's mean, so the server's copies never change (FedBN's
         BatchNorm statistics, which `load_client` / `store_buffers` keep per client)."""
         return frozenset()
+
+    def load_personalised(
+        self, y: TensorSeq, buffers: Sequence[Tensor], stored: State | None
+    ) -> None:
+        """With `personalises`: client i's personalised model as the evaluation tests it, written
+        over x in place like `load_client`. Default: `load_client` (the model the client trains
+        from is the one it is tested with). Methods whose client trains from x but is tested
+        with a model of its own override it: Ditto's v_i, APFL's mixture, pFedMe's theta_i."""
+        self.load_client(y, buffers, stored)
 
     def store_buffers(self, state: State | None, buffers: Sequence[Tensor]) -> State | None:
         """With `personalises`: the state to store for the client given its trained buffers

@@ -178,12 +178,14 @@ class FAFED(Algorithm):
             addcdiv_scaled_(y, local["m"], local["h"], -info.lr)
 
     @classmethod
-    def round_gradients(cls, round_index: int, local_steps: int) -> dict[int, int]:
+    def round_gradients(
+        cls, round_index: int, local_steps: int, params: AlgorithmConfig | None = None
+    ) -> dict[int, int]:
         """Round 0 (the initial exchange): one gradient at step 1, none at the other steps;
         later rounds: two gradients (the new and the previous point) at every step."""
         if round_index < cls.initial_rounds:
             return {1: min(1, local_steps), 0: max(local_steps - 1, 0)}
-        return super().round_gradients(round_index, local_steps)
+        return super().round_gradients(round_index, local_steps, params)
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         raise TypeError(

@@ -37,6 +37,11 @@ def _client_record(c: int, idx: np.ndarray, labels: np.ndarray, num_classes: int
     }
 
 
+def class_counts(parts: list[np.ndarray], labels: np.ndarray, num_classes: int) -> np.ndarray:
+    """Each client's training samples per class (N x C, int64; partition.json's class_counts)."""
+    return np.stack([np.bincount(labels[idx], minlength=num_classes) for idx in parts])
+
+
 def describe(parts: list[np.ndarray], labels: np.ndarray, num_classes: int) -> dict:
     """The content of partition.json."""
     return {"clients": [_client_record(c, idx, labels, num_classes) for c, idx in enumerate(parts)]}

@@ -169,7 +169,11 @@ def check_releases(algorithm: Algorithm, round_index: int, calls: list[int]) -> 
     the algorithm declares and the accountant composes (`Algorithm.round_gradients`): a rule
     that privatises more (or other) gradients than it declares would report a wrong epsilon,
     so the run fails instead."""
-    declared = {g: n for g, n in algorithm.round_gradients(round_index, len(calls)).items() if n}
+    declared = {
+        g: n
+        for g, n in algorithm.round_gradients(round_index, len(calls), algorithm.params).items()
+        if n
+    }
     taken = dict(Counter(calls))
     if taken != declared:
         name = type(algorithm).__name__

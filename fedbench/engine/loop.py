@@ -327,7 +327,11 @@ class Engine:
 
         def load(client: int, stored: bool) -> None:
             state = self.client_states.get(client) if stored else None
-            self._load_client(None if state is None else to_device(state, s.device))
+            self._load_global()
+            if algorithm.personalises:
+                with torch.no_grad():
+                    loaded = None if state is None else to_device(state, s.device)
+                    algorithm.load_personalised(self.params, self.buffers, loaded)
 
         def test(client: int) -> tuple[float, float, int] | None:
             found = client_test_data(s, client)

@@ -97,6 +97,8 @@ def client_info(info: RoundInfo, steps: int) -> RoundInfo:
 def begin_client(fed: Federation, client: int, info: RoundInfo) -> ClientStart:
     """The client's stored state (on the compute device) and `client_begin`'s local state."""
     stored = fed.client_states.get(client)
+    if stored is None:  # a first visit (Algorithm.new_client_state; None for most rules)
+        stored = fed.algorithm.new_client_state(client, fed.x)
     if stored is not None and fed.device is not None:
         stored = to_device(stored, fed.device)
     local = fed.algorithm.client_begin(fed.x, fed.server, stored, info)

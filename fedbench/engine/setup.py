@@ -14,7 +14,7 @@ from fedbench.algorithms.representation import uses_representation
 from fedbench.config import RunConfig
 from fedbench.data import Dataset
 from fedbench.data.client_test import ClientTestSplit, split_client_test
-from fedbench.data.partition import partition
+from fedbench.data.partition import class_counts, partition
 from fedbench.data.validation import run_data
 from fedbench.engine.schedule import ClientSchedule, client_schedule, clients_per_round
 from fedbench.errors import FedbenchError
@@ -177,10 +177,12 @@ def prepare_run(cfg: RunConfig) -> RunSetup:
     if resize is not None and size is not None:  # (no resize without an image_size)
         input_shape = (input_shape[0], size, size)
     model = build_model(cfg.model, input_shape, data.num_classes).to(device)
-    if uses_representation(algorithm_cls):
+    if uses_representation(algorithm_cls) or algorithm_cls.evaluates_other_weights:
         check_anchor_statistics(model, cfg.model.name, cfg.algorithm.name)
     spec = param_spec(model)
     algorithm = algorithm_cls(cfg.algorithm, spec, num_clients=len(parts))
+    if algorithm_cls.uses_class_counts:  # counted on the training split (client_test apart)
+        algorithm.set_class_counts(class_counts(parts, labels, data.num_classes))
     unseen = personal_setup(cfg, algorithm, len(parts), client_test)
     members = len(parts) - len(unseen)
     sampled = clients_per_round(cfg.fl.participation, members)

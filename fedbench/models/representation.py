@@ -116,9 +116,10 @@ def check_anchor_statistics(model: nn.Module, model_name: str, algorithm: str) -
     for module in model.modules():
         if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.track_running_stats:
             raise FedbenchError(
-                f"{algorithm} evaluates its anchors under other weights, but model {model_name} "
-                "has BatchNorm running statistics, which the anchors would borrow from the local "
-                "model; use model.norm gn (or a model without BatchNorm)"
+                f"{algorithm} evaluates its loss under other weights than the local model's "
+                f"(anchors, a personal model), but model {model_name} has BatchNorm running "
+                "statistics, which those would share with the local model; use model.norm gn "
+                "(or a model without BatchNorm)"
             )
 
 

@@ -3,7 +3,7 @@ last round of a run whose algorithm personalises or fine-tunes (`eval.personal`)
 
 For each client that trained (every client not held out as unseen) with a non-empty local
 test split: client i's model (x, with its personal part loaded by the method's
-`load_client`), tested on its own test split (`personal_acc_*`); then the method's
+`load_personalised`), tested on its own test split (`personal_acc_*`); then the method's
 fine-tuning (`finetune_steps` local steps, fedbench.algorithms.personal) and the test again
 (`personal_ft_acc_*`). For each unseen client (`eval.unseen_clients`, never sampled for
 training): x fine-tuned on its training data and tested (`unseen_acc_*`): fine-tune-then-

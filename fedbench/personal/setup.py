@@ -42,15 +42,6 @@ def personal_setup(
             f"the personalised evaluation ({cfg.algorithm.name}, eval.personal) tests each "
             "client on its own test data: set partition.client_test_fraction (e.g. 0.2)"
         )
-    if (
-        cfg.privacy is not None
-        and isinstance(algorithm, PersonalAlgorithm)
-        and not algorithm.supports_privacy
-    ):
-        raise FedbenchError(
-            f"{cfg.algorithm.name} states no privacy for its personal part yet "
-            "(docs/personalised.md); drop the privacy: section"
-        )
     if fraction > 0 and cfg.privacy is not None and cfg.privacy.level == "client":
         raise FedbenchError(
             "eval.unseen_clients with client-level DP: the accountant samples from every "

@@ -216,9 +216,12 @@ def make_plan(
         schedule=schedule,
         local_steps=k,
         initial_releases=tuple(
-            algorithm_cls.round_gradients(r, k) for r in range(algorithm_cls.initial_rounds)
+            algorithm_cls.round_gradients(r, k, cfg.algorithm)
+            for r in range(algorithm_cls.initial_rounds)
         ),
-        round_releases=algorithm_cls.round_gradients(algorithm_cls.initial_rounds, k),
+        round_releases=algorithm_cls.round_gradients(
+            algorithm_cls.initial_rounds, k, cfg.algorithm
+        ),
         batch_size=cfg.fl.batch_size,
         steps_vary=cfg.fl.local_steps_min not in (None, cfg.fl.local_steps),
         everyone=everyone,
@@ -248,6 +251,21 @@ def plan_privacy(
             )
         return None
     check_no_batchnorm(model, cfg.model.name, cfg.privacy.level)
+    if cfg.privacy.level == "sample" and algorithm_cls.uses_class_counts:
+        raise FedbenchError(
+            f"{cfg.algorithm.name} reads each client's class counts in every gradient (its "
+            "balanced softmax), which sample-level DP does not privatise; use privacy.level client"
+        )
+    if cfg.privacy.level == "sample" and not algorithm_cls.supports_privacy:
+        # No dp_ twin: the rule was never checked against privatised gradients (MOON's
+        # contrastive term is not in the per-sample loss; a personalised method that has not
+        # stated what its personal part's privacy is), so an epsilon would cover an unknown
+        # computation.
+        raise FedbenchError(
+            f"algorithm {cfg.algorithm.name} states no sample-level privacy (it has no dp_ "
+            "twin, see docs/privacy.md), so fedbench cannot say what an epsilon would cover; "
+            "use privacy.level client or another algorithm"
+        )
     if cfg.privacy.level == "sample" and uses_full_gradient(algorithm_cls, cfg.algorithm):
         raise FedbenchError(
             f"{cfg.algorithm.name}'s full-data gradient pass (full_batch_gradient) is not "

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fedbench.config import PartitionConfig
-from fedbench.data.partition import describe, partition, write_partition
+from fedbench.data.partition import class_counts, describe, partition, write_partition
 from fedbench.errors import FedbenchError
 
 LABELS = np.repeat(np.arange(10), 100)  # 1000 samples, 10 balanced classes
@@ -85,6 +85,13 @@ def test_describe_counts():
     info = describe(parts, LABELS, 10)
     assert info["clients"][0] == {"id": 0, "n": 3, "class_counts": [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]}
     assert info["clients"][1]["class_counts"][9] == 1
+
+
+def test_class_counts_are_partition_json_s():
+    parts = [np.array([0, 100, 101]), np.array([999])]
+    counts = class_counts(parts, LABELS, 10)
+    assert counts.tolist() == [c["class_counts"] for c in describe(parts, LABELS, 10)["clients"]]
+    assert counts[0].tolist() == [1, 2, 0, 0, 0, 0, 0, 0, 0, 0]
 
 
 def test_partition_json_is_streamed_and_equals_describe(tmp_path):

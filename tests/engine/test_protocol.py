@@ -75,6 +75,33 @@ def test_clients_are_begun_trained_and_ended_in_groups(
     assert fed.client_states[2] == {"seen": 2}  # its stored state came back to client_begin
 
 
+class Seeded(Logged):
+    """Logged whose clients start from a state of their own (FedRoD's class counts)."""
+
+    def new_client_state(self, client: int, x: Tensors) -> State | None:
+        return {"seen": 10 * client}
+
+
+def test_a_first_visit_begins_from_new_client_state() -> None:
+    algorithm = Seeded([])
+    x = [torch.zeros(2, dtype=torch.float64)]
+    fed = Federation(algorithm, x, {}, {})
+    targets = _targets()
+    begun: dict[int, State | None] = {}
+
+    def train(starts: list[ClientStart]) -> list[Trained]:
+        begun.update({s.client: s.stored for s in starts})
+        return [Trained([targets[s.client].clone()]) for s in starts]
+
+    run_round(fed, [1, 3], INFO, train)
+    assert begun == {1: {"seen": 10}, 3: {"seen": 30}}  # handed over as the stored state
+    assert fed.client_states == {1: {"seen": 11}, 3: {"seen": 31}}  # stored by client_end
+    run_round(fed, [3], INFO, train)
+    assert begun[3] == {"seen": 31} and fed.client_states[3] == {"seen": 32}
+    # a rule without the hook still begins from None
+    assert Logged([]).new_client_state(1, x) is None
+
+
 def test_each_client_sees_its_own_steps_and_its_weight() -> None:
     algorithm = Logged([])
     x = [torch.zeros(2, dtype=torch.float64)]

@@ -117,17 +117,17 @@ def test_personal_run_needs_client_test_data() -> None:
 
 
 @pytest.mark.parametrize(
-    ("extra", "message"),
+    ("method", "extra", "message"),
     [
-        (("privacy.noise_multiplier=1.0",), "states no privacy"),
-        (("eval.unseen_clients=0.99",), "holds out all 8 clients"),
+        ("fedrod", ("privacy.noise_multiplier=1.0",), "class counts"),
+        ("local_only", ("eval.unseen_clients=0.99",), "holds out all 8 clients"),
     ],
 )
-def test_refused_combinations(extra: tuple[str, ...], message: str) -> None:
+def test_refused_combinations(method: str, extra: tuple[str, ...], message: str) -> None:
     from fedbench.engine.setup import prepare_run
 
     with pytest.raises(FedbenchError, match=message):
-        prepare_run(config("local_only", *extra))
+        prepare_run(config(method, *extra))
     with pytest.raises(FedbenchError, match=r"set eval\.personal: true"):
         prepare_run(config("fedavg", "eval.unseen_clients=0.2"))
 

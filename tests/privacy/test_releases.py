@@ -163,7 +163,7 @@ def test_a_rule_that_privatises_more_than_it_declares_fails(
     # DP-FedSAM declaring one gradient per step while its step takes two: the run fails
     # rather than report the smaller epsilon.
     cls = ALGORITHMS.get("dp_fedsam")
-    monkeypatch.setattr(cls, "round_gradients", classmethod(lambda c, r, k: {1: k}))
+    monkeypatch.setattr(cls, "round_gradients", classmethod(lambda c, r, k, params=None: {1: k}))
     cfg = load_run_config(None, [*SMALL, "algorithm.name=dp_fedsam"])
     with pytest.raises(RuntimeError, match=r"privatised \{2: 3\} .* declares \{1: 3\}"):
         train(cfg, tmp_path)

@@ -49,6 +49,9 @@ class FedAvgFT(PersonalAlgorithm):
     paper = "Wang et al. 2019 (arXiv:1910.10252); FedAvg: McMahan et al. 2017"
     #: Training keeps no personal part: the engine's personal hooks stay off (FedAvg's path).
     personalises = False
+    #: Sample level: training is DP-FedAvg's; the evaluation's fine-tuning is outside the
+    #: epsilon (docs/personalised.md, "Differential privacy").
+    supports_privacy = True
 
     def local_step(self, y: Tensors, g: Tensors, local: State, k: Scalar, info: RoundInfo) -> None:
         sgd_step_(y, g, lr=info.lr, weight_decay=self.params.weight_decay)

@@ -37,6 +37,8 @@ class LocalOnly(PersonalAlgorithm):
     Params = LocalOnlyConfig
     paper = "Local-only baseline (Collins et al. 2021, ICML: Table 1)"
     client_state_desc = "v_i: the client's whole model (d)"
+    #: Sample level: v_i is trained on privatised gradients only (docs/personalised.md, "DP").
+    supports_privacy = True
 
     @classmethod
     def upload_size(cls, params: AlgorithmConfig) -> Floats:
