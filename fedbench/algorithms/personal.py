@@ -21,7 +21,6 @@ the same dict.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from typing import ClassVar
 
 import torch
@@ -87,9 +86,10 @@ class PersonalAlgorithm(Algorithm):
         """The trainable parameters that stay on the client (default: none)."""
         return frozenset()
 
-    @cached_property
+    @property
     def personal_index(self) -> list[int]:
-        """The positions (in the spec's order) of `personal_names`."""
+        """The positions (in the spec's order) of `personal_names` (computed on each call, not
+        cached: an algorithm object keeps no state between runs, the rule contract)."""
         keep = self.personal_names()
         return [j for j, name in enumerate(self.spec.names) if name in keep]
 
@@ -134,7 +134,7 @@ class PersonalAlgorithm(Algorithm):
         """The parameters fine-tuning updates (None: all; FedRep / FedBABU: the head)."""
         return None
 
-    @cached_property
+    @property
     def finetune_index(self) -> list[int]:
         names = self.finetune_names()
         return [j for j, n in enumerate(self.spec.names) if names is None or n in names]
