@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -158,6 +160,25 @@ def threads_for_run(
     # these loops down): never more than it, so that a quiet machine runs as it did before.
     cores = min(available_cores(), current)
     return apply(choose_threads(cores, load_average(), passive=waits_passively()))
+
+
+@contextmanager
+def kept_thread_state(threads: int | None = None) -> Iterator[None]:
+    """Run the block at `threads` torch threads (None: as they are), then put torch's count and
+    this module's record of it back: a probe that trains runs in this process (`--estimate`)
+    leaves the choices of the process' later runs as they were."""
+    global _auto, _applied, _last
+    import torch
+
+    torch_default_threads()  # read before the block changes the count
+    saved, before = (_auto, _applied, _last), torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+        _auto, _applied, _last = saved
 
 
 def capped(value: int, source: str) -> ThreadChoice:

@@ -215,3 +215,22 @@ def test_summary_records_the_threads_and_why(fresh_choice, run_cli, tmp_path: Pa
     assert summary["threads"]["value"] == 1 == summary["torch_threads"]
     assert summary["threads"]["reason"] == "runtime.threads"
     assert "omp_wait_policy" in summary["threads"]
+
+
+def test_a_block_at_its_own_thread_count_leaves_the_process_choices_as_they_were(
+    fresh_choice, monkeypatch
+):
+    """`--estimate` trains its probes at a sweep worker's share (1 thread on 2 cores): after
+    it, the dry run's plan read torch's default as 1 and planned one client process."""
+    monkeypatch.setattr(threads, "_default", None)
+    with threads.kept_thread_state(1):
+        assert torch.get_num_threads() == 1
+        threads.run_cores()  # the probe's plan reads torch's default
+    # torch's default was read before the block, not at its one thread.
+    assert threads.torch_default_threads() == 8 == torch.get_num_threads()
+    chosen = threads.apply(ThreadChoice(3, "chosen"))
+    with threads.kept_thread_state(1):
+        threads.apply(ThreadChoice(1, "the probe's run"), automatic=False)
+    assert torch.get_num_threads() == 3
+    assert threads.launcher_share() == chosen and threads.set_by_someone_else() is None
+    assert threads.current_record()["reason"] == "chosen"

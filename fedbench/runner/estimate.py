@@ -44,6 +44,7 @@ from fedbench.runner.measured import (
     load_figures,
 )
 from fedbench.runner.probe import probe_config, suite_engine
+from fedbench.runner.sweep_progress import workload_key, workloads_first
 from fedbench.runner.table_config import Plan, PlannedRun
 
 __all__ = [
@@ -179,11 +180,11 @@ def _pending(plan: Plan, out: Path | None) -> list[PlannedRun]:
     ]
 
 
-def makespan(seconds: list[float], slots: int) -> float:
-    """The wall time of runs of these durations on `slots` workers, each run to the first free
-    worker, longest first (as near the launcher's queue as an estimate needs)."""
-    free = [0.0] * max(1, slots)
-    for s in sorted(seconds, reverse=True):
+def makespan(seconds: list[float], slots: int, start: float = 0.0) -> float:
+    """The wall time of runs of these durations on `slots` workers that start in `start`
+    seconds, each run to the first free worker in the order given (the launcher's queue)."""
+    free = [start] * max(1, slots)
+    for s in seconds:
         free[free.index(min(free))] += s
     return max(free)
 
@@ -291,7 +292,9 @@ def _probe_lines(
 ) -> list[str]:
     from fedbench.runner.probe import Probe
 
-    probe = Probe(runs, log, threads=threads)
+    probe = Probe(runs, log, threads=threads, workers=slots)
+    # In the launcher's order (the first run of each workload first), for the makespan.
+    runs = workloads_first(runs, [workload_key(run.cfg) for run in runs])
     lines, per_run = _summarise(
         runs,
         probe.seconds_of,
@@ -300,10 +303,12 @@ def _probe_lines(
         "estimate: none; no workload of this plan could be probed",
     )
     if per_run and slots > 1:
+        start = probe.worker_start_s or 0.0
+        started = f", each worker started in {start:.2g} s" if probe.worker_start_s else ""
         lines.insert(
             1,
-            f"  with the sweep's {slots} workers: {duration(makespan(per_run, slots))} "
-            "(runs side by side, each worker on its share of the cores or on its GPU)",
+            f"  with the sweep's {slots} workers: {duration(makespan(per_run, slots, start))} "
+            f"(runs side by side, each worker on its share of the cores or on its GPU{started})",
         )
     lines += probe.source(device)
     return lines

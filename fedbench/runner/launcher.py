@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedbench import plugins
 from fedbench.errors import FedbenchError
 from fedbench.plugins import PluginSource
-from fedbench.report.ran import cell_label
 from fedbench.runner.main_guard import require_main_guard
 from fedbench.runner.seed_groups import seed_groups
+from fedbench.runner.sweep_progress import SweepProgress, workload_key, workloads_first
 from fedbench.runner.table_config import Plan, PlannedRun
 from fedbench.threads import (
     ThreadChoice,
@@ -195,6 +194,8 @@ class RunQueue:
     ) -> None:
         """One task per run, or per group of runs trained together (`groups`)."""
         groups = groups if groups is not None else [[run] for run in runs]
+        # The first run of each workload first: the sweep's ETA is per workload.
+        groups = workloads_first(groups, [workload_key(g[0].cfg) for g in groups])
         self.todo: deque[Task] = deque(Task(g[0], together=tuple(g[1:])) for g in groups)
         self.outcomes: dict[str, Outcome] = {}
 
@@ -230,112 +231,6 @@ class RunQueue:
         if retry:
             self.todo.append(Task(retry[0], task.attempt + 1, together=tuple(retry[1:])))
         return steps
-
-
-class SweepProgress:
-    """Runs done / running / failed and an ETA: a rich bar on a terminal, one line per finished
-    run otherwise. The ETA is fedbench's own, from the measured wall times of the runs that
-    trained here (rich's remaining-time column extrapolated from the last few updates and read
-    0:00:35 with minutes left); runs finished by an earlier sweep count apart ("already done")."""
-
-    def __init__(self, console: Console | None, total: int, workers: int, label: str) -> None:
-        self.console, self.total, self.workers, self.label = console, total, workers, label
-        self.done = self.failed = self.cached = 0
-        #: Seconds spent on runs that trained: the ETA's rate ignores already-finished runs.
-        self.trained_s = 0.0
-        self.running: int | None = None  # set by launchers that know; else estimated
-        self.rich: Progress | None = None
-        if console is not None and console.is_terminal:
-            self.rich = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                TextColumn("{task.fields[counts]}"),
-                TimeElapsedColumn(),
-                console=console,
-            )
-            self.rich.start()
-            self.task = self.rich.add_task(label, total=total, counts=self._counts())
-
-    def _counts(self) -> str:
-        """'runs: 4 of 18 to train done, 2 running, 0 failed; 16 already done; eta 2 min'."""
-        running = self.running
-        if running is None:
-            running = min(self.workers, self.total - self.done)
-        to_train = self.total - self.cached
-        cached = f"; {self.cached} already done" if self.cached else ""
-        eta = self.eta()
-        return (
-            f"runs: {self.done - self.cached} of {to_train} to train done, {running} running, "
-            f"{self.failed} failed{cached}" + (f"; {eta}" if eta else "")
-        )
-
-    def eta(self) -> str:
-        """'eta 2 min' from the mean wall time of the runs that trained, the runs left and the
-        workers; empty when none trained or none is left (a rerun of finished runs has no rate
-        to extrapolate)."""
-        from fedbench.runner.estimate import duration
-
-        trained = self.done - self.cached
-        left = self.total - self.done
-        if trained == 0 or left == 0:
-            return ""
-        return f"eta {duration(self.trained_s / trained * left / min(self.workers, left))}"
-
-    def set_running(self, running: int) -> None:
-        self.running = running
-        if self.rich is not None:
-            self.rich.update(self.task, counts=self._counts())
-
-    def retrying(self, run: PlannedRun, outcome: Outcome) -> None:
-        """A run failed (or its worker died) and starts again from its checkpoint."""
-        if self.console is None:
-            return
-        where = cell_label(run.setting, run.cfg.to_dict())
-        self.console.print(
-            f"{run.method} {where} seed {run.seed}: {outcome.status}: {outcome.error}; "
-            "retrying once from its checkpoint",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-
-    def update(self, run: PlannedRun, outcome: Outcome) -> None:
-        """A planned run finished: its row, column and seed name it."""
-        where = cell_label(run.setting, run.cfg.to_dict())
-        self.finished(f"{run.method} {where} seed {run.seed}", outcome)
-
-    def finished(self, what: str, outcome: Outcome) -> None:
-        """A run finished (`what` names it): the bar moves, or one line off a terminal."""
-        self.done += 1
-        self.failed += outcome.status in ("failed", "diverged")
-        self.cached += outcome.cached
-        if not outcome.cached:  # a run trained with others took its share of their time
-            self.trained_s += outcome.wall_s / outcome.together
-        if self.rich is not None:
-            # A finished run leaves the bar's total instead of completing in no time.
-            total = self.total - self.cached
-            self.rich.update(
-                self.task, total=total, completed=self.done - self.cached, counts=self._counts()
-            )
-            return
-        if self.console is None:
-            return
-        acc = f" test_acc {outcome.test_acc:.2f}" if outcome.test_acc is not None else ""
-        note = " (already done)" if outcome.cached else f" in {outcome.wall_s:.0f} s"
-        note += f" on node {outcome.node}" if outcome.node else ""
-        reason = f": {outcome.error}" if outcome.status != "completed" and outcome.error else ""
-        eta = self.eta()
-        self.console.print(
-            f"[{self.done}/{self.total} runs] {what}: {outcome.status}{note}{acc}{reason}"
-            + (f"; {eta}" if eta else ""),
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-
-    def close(self) -> None:
-        if self.rich is not None:
-            self.rich.stop()
 
 
 def unique_runs(plan: Plan) -> list[PlannedRun]:
@@ -412,7 +307,7 @@ def launch(
         workers=len(slots),
         passive=waits_passively(os.environ),  # the workers inherit it
     )
-    progress = SweepProgress(console, len(runs), len(slots), plan.name)
+    progress = SweepProgress(console, len(runs), len(slots), plan.name, runs)
     queue = RunQueue(runs, groups)
     try:
         if len(slots) == 1 and slots[0] is None:
@@ -534,6 +429,10 @@ def _worker_main(setup: WorkerSetup, gpu: str | None, conn: Connection) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before torch initialises CUDA
     apply_threads(setup.threads)  # a run's runtime.threads, where set, overrides it
     plugins.use(setup.plugins)  # loaded at the first config the worker reads
+    # The engine's imports once, before the first run: its wall time (the ETA's rate) is its
+    # training, not this process' start (a second or more; the workers start side by side).
+    import fedbench.engine  # noqa: F401
+
     while True:
         try:
             message = conn.recv()

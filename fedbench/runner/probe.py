@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import json
 import math
+import select
+import subprocess
+import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from fedbench.config import RunConfig, parse_run_config
 from fedbench.engine.run_folder import RunFolder
 from fedbench.files import temporary_folder
 from fedbench.runner.table_config import PlannedRun
+from fedbench.threads import kept_thread_state
 
 #: The whole probe's budget in seconds (each workload gets its share, at least MIN_SHARE_S).
 PROBE_SECONDS = 60.0
@@ -87,14 +90,23 @@ def _random_images(
     )
 
 
-def probe_config(cfg: RunConfig, folder: Path, clients: int = 2, steps: int = 5) -> RunConfig:
+def probe_config(
+    cfg: RunConfig,
+    folder: Path,
+    clients: int = 2,
+    steps: int = 5,
+    processes: int | None = None,
+) -> RunConfig:
     """cfg shrunk to a probe: rounds of `clients` clients x `steps` local steps (at most the
-    run's), on random images of the dataset's shape (written to folder) where it is known."""
+    run's), on random images of the dataset's shape (written to folder) where it is known;
+    with `processes`, its clients train in that many processes (a sweep's worker: one)."""
     d = cfg.to_dict()
     real_clients, real_steps = round_shape(cfg)
     clients, steps = min(clients, real_clients), min(steps, real_steps)
     d["fl"].update(rounds=1000, local_steps=steps)
     d["runtime"]["checkpoint_every"] = 0
+    if processes is not None:
+        d["runtime"]["client_processes"] = processes
     if cfg.data.name in PROBE_SHAPES:
         shape, classes, _, n_test = PROBE_SHAPES[cfg.data.name]
         batch = cfg.fl.batch_size or 64
@@ -110,17 +122,55 @@ def probe_config(cfg: RunConfig, folder: Path, clients: int = 2, steps: int = 5)
     return parse_run_config(d)
 
 
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[None]:
-    import torch
+#: A stand-in for a sweep's worker (`companions`): it starts as one does (Python, torch and
+#: fedbench's engine imported), prints the seconds that took, then keeps its core busy.
+_COMPANION = """import sys, time
+start = time.perf_counter()
+import fedbench.engine
+print(time.perf_counter() - start, flush=True)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    pass
+"""
 
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+
+class Companions:
+    """`count` busy processes beside the probe, standing for a sweep's other workers: each
+    worker of a sweep holds its share of the cores, and a probe alone in its process measured
+    the cores the sweep's other workers would hold as its own (1.33x fast beside two busy loops
+    on 2 cores, which the sweep's 2 workers and the loops share four ways). Each also measures
+    a worker's start (the imports it pays before its first run), and ends by itself after
+    `seconds`, and at `close` in any case."""
+
+    def __init__(self, count: int, seconds: float) -> None:
+        self.started = time.perf_counter()
+        command = [sys.executable, "-c", _COMPANION, f"{seconds:.0f}"]
+        self.processes = [
+            subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+            for _ in range(count)
+        ]
+
+    def start_s(self) -> float | None:
+        """A worker's start in seconds (the slowest stand-in's), None when there is none."""
+        seconds = []
+        for process in self.processes:
+            assert process.stdout is not None
+            # Its imports are done long before a probe's rounds are (else: what it took so far).
+            left = max(0.0, 30.0 - (time.perf_counter() - self.started))
+            ready, _, _ = select.select([process.stdout], [], [], left)
+            line = process.stdout.readline() if ready else b""
+            try:
+                seconds.append(float(line))
+            except ValueError:
+                seconds.append(time.perf_counter() - self.started)
+        return max(seconds, default=None)
+
+    def close(self) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
 
 
 @dataclass
@@ -169,8 +219,13 @@ class _Trainer:
         self.cfg = cfg
         self.setup = prepare_run(cfg)
         self.engine = select_engine(self.setup, RunFolder(tmp), None)
+        # The plan's CPU layout, as the run puts it in place: its threads and client processes.
+        self.engine.start_layout()
         self.setup_s = time.perf_counter() - start
         self.next = 0
+
+    def close(self) -> None:
+        self.engine.close_layout()
 
     def _sync(self) -> None:
         import torch
@@ -221,10 +276,29 @@ def _real_setup_s(cfg: RunConfig) -> float | None:
     return time.perf_counter() - start
 
 
-def measure(cfg: RunConfig, label: str, share: float, tmp: Path) -> Measured:
-    """Probe one workload within about `share` seconds (see the module docstring)."""
+def measure(
+    cfg: RunConfig, label: str, share: float, tmp: Path, processes: int | None = None
+) -> Measured:
+    """Probe one workload within about `share` seconds (see the module docstring); with
+    `processes`, its clients train in that many processes (`probe_config`)."""
+    trainers = [_Trainer(probe_config(cfg, tmp, 1, 1, processes), tmp / "small")]
+    try:
+        return _measure(cfg, label, share, tmp, processes, trainers)
+    finally:
+        for trainer in trainers:
+            trainer.close()
+
+
+def _measure(
+    cfg: RunConfig,
+    label: str,
+    share: float,
+    tmp: Path,
+    processes: int | None,
+    trainers: list[_Trainer],
+) -> Measured:
     real_clients, real_steps = round_shape(cfg)
-    small = _Trainer(probe_config(cfg, tmp, 1, 1), tmp / "small")
+    small = trainers[0]
     # The share counts from here: the first set-up pays one-time costs (imports, reading the
     # data) that a sweep pays once, and a first probe charged with them measured its workload
     # slower than the next one (a private workload "faster" than its non-private twin).
@@ -249,7 +323,9 @@ def measure(cfg: RunConfig, label: str, share: float, tmp: Path) -> Measured:
         steps = min(real_steps, fit)
         clients = min(real_clients, max(1, fit // steps))
         if (clients, steps) != (1, 1):
-            trainer = _Trainer(probe_config(cfg, tmp, clients, steps), tmp / "probe")
+            config = probe_config(cfg, tmp, clients, steps, processes)
+            trainer = _Trainer(config, tmp / "probe")
+            trainers.append(trainer)
             trainer.round()  # the warm-up of the new shape
             timed, seconds = 0, 0.0
         while timed == 0 or (left() > seconds / timed and timed < 100):
@@ -305,30 +381,54 @@ class Probe:
         log: Callable[[str], None] | None = None,
         threads: int | None = None,
         budget: float = PROBE_SECONDS,
+        workers: int = 1,
     ) -> None:
+        """Probe the runs' workloads within about `budget` seconds, at `threads` torch threads
+        (None: as the run's plan sets them); for a sweep of `workers` CPU workers side by side
+        (each in its own process: its clients in that one), beside `workers - 1` busy
+        processes of `threads` cores each (`companions`)."""
         self.measured: dict[str, Measured | str] = {}
         self.when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         self.threads = threads
+        sweep = workers > 1 and threads is not None
+        #: The busy processes that stood for the sweep's other workers.
+        self.companions = (workers - 1) * (threads or 1) if sweep else 0
         firsts: dict[str, PlannedRun] = {}
         for run in runs:
             firsts.setdefault(probe_key(run.cfg), run)
         _warm_accountants([run.cfg for run in firsts.values()])
         start = time.perf_counter()
-        with torch_threads(threads), temporary_folder("fedbench-probe-") as tmp:
-            for i, (key, run) in enumerate(firsts.items()):
-                # What is left of the budget, shared by the workloads left.
-                left = budget - (time.perf_counter() - start)
-                share = max(MIN_SHARE_S, left / (len(firsts) - i))
-                label = workload_label(run.cfg)
-                if log is not None:
-                    log(f"probing {label} ({run.cfg.algorithm.name}) for at most {share:.0f} s ...")
-                folder = tmp / str(i)
-                folder.mkdir()
-                try:
-                    self.measured[key] = measure(run.cfg, label, share, folder)
-                except Exception as exc:  # a probe that fails says why; the plan stands
-                    self.measured[key] = f"{label}: the probe failed ({exc})"
+        others = Companions(self.companions, 2 * budget + 60)
+        try:
+            with kept_thread_state(threads), temporary_folder("fedbench-probe-") as tmp:
+                for i, (key, run) in enumerate(firsts.items()):
+                    # What is left of the budget, shared by the workloads left.
+                    left = budget - (time.perf_counter() - start)
+                    share = max(MIN_SHARE_S, left / (len(firsts) - i))
+                    self.measured[key] = self._measure(run, share, tmp / str(i), sweep, log)
+            #: The seconds a sweep's worker takes to start (None: the sweep trains here).
+            self.worker_start_s = others.start_s()
+        finally:
+            others.close()
         self.seconds = time.perf_counter() - start
+
+    @staticmethod
+    def _measure(
+        run: PlannedRun,
+        share: float,
+        folder: Path,
+        sweep: bool,
+        log: Callable[[str], None] | None,
+    ) -> Measured | str:
+        """One workload measured (or why not: a probe that fails says why; the plan stands)."""
+        label = workload_label(run.cfg)
+        if log is not None:
+            log(f"probing {label} ({run.cfg.algorithm.name}) for at most {share:.0f} s ...")
+        folder.mkdir()
+        try:
+            return measure(run.cfg, label, share, folder, 1 if sweep else None)
+        except Exception as exc:
+            return f"{label}: the probe failed ({exc})"
 
     def seconds_of(self, run: PlannedRun) -> tuple[float | None, str]:
         """A run's seconds, with the label of its workload (or None and why)."""
@@ -340,6 +440,10 @@ class Probe:
 
     def source(self, device: str) -> list[str]:
         threads = f", {self.threads} torch thread(s)" if self.threads is not None else ""
+        if self.companions:
+            threads += f", beside {self.companions} busy process(es) for the sweep's other workers"
+        if self.worker_start_s is not None:
+            threads += f"; a worker starts in {self.worker_start_s:.2g} s"
         lines = [
             f"  source: a probe measured now on {device} ({self.when}{threads}, "
             f"{math.ceil(self.seconds)} s in all): per workload, with the algorithm of its first "

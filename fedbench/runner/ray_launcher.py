@@ -165,7 +165,7 @@ def launch_ray(
         resources = ray.cluster_resources()
         sizes = {run.run_id: task_resources(run, resources.get("GPU", 0.0)) for run in runs}
         first = sizes[runs[0].run_id] if runs else (1.0, 0.0)
-        progress = SweepProgress(console, len(runs), capacity(resources, *first), plan.name)
+        progress = SweepProgress(console, len(runs), capacity(resources, *first), plan.name, runs)
         try:
             _drive(ray, queue, out, sizes, progress)
         finally:

@@ -134,6 +134,9 @@ def _fake_trainer(clock: _FakeClock, per_step: float, first: float):
             clock.now += 1.0
             return 1.0
 
+        def close(self) -> None:
+            pass
+
     return Trainer
 
 
