@@ -8,16 +8,12 @@ repeat), in two conditions: as the machine is ("quiet": no load of ours), and un
 competing load of N busy-loop processes (default: one per core), started `--settle` seconds
 before the first loaded measurement so that the 1-minute load average fedbench reads has risen
 (the loops end by themselves after a bounded time, and are killed at the end in any case).
-Variants: fedbench's default (the execution plan's threads and client processes) against every
-explicit setting:
-
-- `fedbench`: the default (runtime.threads and runtime.client_processes auto,
-  OMP_WAIT_POLICY=PASSIVE);
-- `1 process x 1 thread`: `--threads 1`, `runtime.client_processes=1`;
-- `N processes x 1 thread`: `--threads 1`, `runtime.client_processes=N` (N = the cores);
-- `1 process x N threads`: `--threads N`, `runtime.client_processes=1`, waiting passively;
-- `all cores, spinning`: `--threads N` with OpenMP's default wait policy (what fedbench did
-  before its threads waited passively).
+Variants: fedbench's default (the execution plan's threads, wait policy, client processes
+and executor) against every explicit setting (`variants`): threads 1 or every core, OpenMP
+waiting passively or actively (spinning) where a process has several threads, client
+processes 1 or one per core, and the sequential or the vectorised executor (a round's clients
+stacked into one model on the CPU: not bitwise the sequential results, so never the default
+of an existing configuration; measured to say what it would give).
 
 It prints, and writes as JSON and Markdown (`--json`, `--markdown`), client steps/s per variant
 and condition, the load average at each measurement, fedbench's loaded / quiet speed, and the
@@ -25,6 +21,7 @@ default against the best explicit setting in each condition. The targets: within
 within 10% of the best explicit setting.
 
     python benchmarks/shared_machine.py [--busy N] [--settle 60] [--rounds 10] [--cycles 3]
+        [--only quiet|loaded] [--variants vectorised,processes]
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -40,10 +38,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = ROOT / "benchmarks/peers/workload.yaml"
-#: An OMP_WAIT_POLICY value libgomp does not know: it warns once and keeps its default policy,
-#: while fedbench leaves a value set by the user alone (so this reproduces the old behaviour).
-OPENMP_DEFAULT = "default"
-SPINNING = "all cores, spinning"
+DEFAULT = "default"
 
 
 def cores() -> int:
@@ -55,18 +50,34 @@ def cores() -> int:
 
 def variants(n_cores: int) -> dict[str, tuple[list[str], dict[str, str]]]:
     """name -> (extra bench options, environment changes): the default, then every explicit
-    setting."""
-    one = ["--set", "runtime.client_processes=1"]
-    return {
-        "fedbench": ([], {}),
-        "1 process x 1 thread": (["--threads", "1", *one], {}),
-        f"{n_cores} processes x 1 thread": (
-            ["--threads", "1", "--set", f"runtime.client_processes={n_cores}"],
-            {},
-        ),
-        f"1 process x {n_cores} threads": (["--threads", str(n_cores), *one], {}),
-        SPINNING: (["--threads", str(n_cores), *one], {"OMP_WAIT_POLICY": OPENMP_DEFAULT}),
+    setting of threads (1, the cores), OpenMP wait policy (passive, active: where threads > 1),
+    client processes (1, the cores) and executor (sequential, vectorised)."""
+    n = n_cores
+
+    def setting(threads: int, processes: int, engine: str = "sequential") -> list[str]:
+        return [
+            "--threads",
+            str(threads),
+            "--set",
+            f"runtime.client_processes={processes}",
+            "--set",
+            f"runtime.engine={engine}",
+        ]
+
+    passive, active = {"OMP_WAIT_POLICY": "PASSIVE"}, {"OMP_WAIT_POLICY": "ACTIVE"}
+    found: dict[str, tuple[list[str], dict[str, str]]] = {
+        DEFAULT: ([], {}),
+        "1 process x 1 thread": (setting(1, 1), {}),
     }
+    if n > 1:
+        found[f"1 process x {n} threads, passive"] = (setting(n, 1), passive)
+        found[f"1 process x {n} threads, active"] = (setting(n, 1), active)
+        found[f"{n} processes x 1 thread"] = (setting(1, n), {})
+    found["vectorised, 1 thread"] = (setting(1, 1, "vectorized"), {})
+    if n > 1:
+        found[f"vectorised, {n} threads, passive"] = (setting(n, 1, "vectorized"), passive)
+        found[f"vectorised, {n} threads, active"] = (setting(n, 1, "vectorized"), active)
+    return found
 
 
 def bench(config: Path, options: list[str], env: dict[str, str], args: Any) -> dict[str, Any]:
@@ -100,9 +111,7 @@ def bench(config: Path, options: list[str], env: dict[str, str], args: Any) -> d
         return {
             "client_steps_per_s": 0.0,
             "timed_out_s": args.timeout,
-            "threads": options[-1] if options else "auto",
             "load_before": round(load, 2),
-            "omp_wait_policy": env.get("OMP_WAIT_POLICY", "?"),
         }
     if done.returncode != 0:
         raise SystemExit(f"bench failed: {done.stderr.strip()[-800:]}")
@@ -119,65 +128,93 @@ def busy_loops(n: int, seconds: float) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(n)]
 
 
+def layout(row: dict[str, Any]) -> str:
+    """What ran: '2 processes x 1 thread, PASSIVE, sequential'."""
+    if "timed_out_s" in row:
+        return "-"
+    processes, threads = row.get("client_processes", "?"), row.get("threads", "?")
+    policy = str(row.get("omp_wait_policy", "?")).split(" ")[0]
+    return (
+        f"{processes} process{'es' if processes != 1 else ''} x {threads} "
+        f"thread{'s' if threads != 1 else ''}, {policy}, {row.get('engine', '?')}"
+    )
+
+
 def _condition(
     label: str, config: Path, table: dict[str, Any], args: Any, rows: list[dict[str, Any]]
 ) -> None:
     """`args.cycles` rounds of every variant, interleaved (a load that changes meanwhile hits
-    them all); the spinning variant once (it is the slow one)."""
+    them all)."""
     for cycle in range(args.cycles):
         for name, (options, env) in table.items():
-            if name == SPINNING and cycle > 0:
-                continue
             row = bench(config, options, env, args)
             rows.append({"condition": label, "variant": name, "cycle": cycle, **row})
             print(
-                f"{label:14} {name:22} {_speed(row):>24} client steps/s "
-                f"({row['threads']} threads; load {row['load_before']})",
+                f"{label:14} {name:30} {_speed(row):>24} client steps/s "
+                f"({layout(row)}; load {row['load_before']})",
                 flush=True,
             )
 
 
-def best(rows: list[dict[str, Any]], condition: str, variant: str) -> float:
-    """The best speed of a variant over the cycles (as `fedbench bench` keeps its best repeat:
-    the other jobs only ever slow a measurement down)."""
-    return max(
+def speeds_of(rows: list[dict[str, Any]], condition: str, variant: str) -> list[float]:
+    return [
         r["client_steps_per_s"]
         for r in rows
         if r["condition"] == condition and r["variant"] == variant
-    )
+    ]
 
 
 def measure(args: Any) -> dict[str, Any]:
     n_cores = cores()
     busy = n_cores if args.busy is None else args.busy
     table = variants(n_cores)
+    if args.variants:
+        keep = [w.strip().lower() for w in args.variants.split(",")]
+        table = {k: v for k, v in table.items() if k == DEFAULT or any(w in k for w in keep)}
     rows: list[dict[str, Any]] = []
     loaded_label = f"{busy} busy loops"
-    config = WORKLOAD
-    _condition("quiet", config, table, args, rows)
-    budget = args.settle + (len(table) * args.cycles + 1) * args.timeout
-    loops = busy_loops(busy, budget)
-    try:
-        time.sleep(args.settle)
-        _condition(loaded_label, config, table, args, rows)
-    finally:
-        for process in loops:
-            process.kill()
-            process.wait()
-    speeds = {
-        (condition, name): best(rows, condition, name)
-        for condition in ("quiet", loaded_label)
-        for name in table
-    }
-    quiet, loaded = speeds[("quiet", "fedbench")], speeds[(loaded_label, "fedbench")]
-    explicit = [name for name in table if name != "fedbench"]
+    conditions = []
+    if args.only != "loaded":
+        _condition("quiet", WORKLOAD, table, args, rows)
+        conditions.append("quiet")
+    if args.only != "quiet":
+        budget = args.settle + (len(table) * args.cycles + 1) * args.timeout
+        loops = busy_loops(busy, budget)
+        try:
+            time.sleep(args.settle)
+            _condition(loaded_label, WORKLOAD, table, args, rows)
+        finally:
+            for process in loops:
+                process.kill()
+                process.wait()
+        conditions.append(loaded_label)
+    summary = []
+    for condition in conditions:
+        for name in table:
+            found = speeds_of(rows, condition, name)
+            summary.append(
+                {
+                    "condition": condition,
+                    "variant": name,
+                    "best": round(max(found), 1),
+                    "median": round(statistics.median(found), 1),
+                    "min": round(min(found), 1),
+                    "layout": next(
+                        layout(r)
+                        for r in rows
+                        if r["condition"] == condition and r["variant"] == name
+                    ),
+                }
+            )
+
+    def best(condition: str, name: str) -> float:
+        return max(speeds_of(rows, condition, name))
+
+    explicit = [name for name in table if name != DEFAULT]
     against = {
-        condition: round(
-            speeds[(condition, "fedbench")] / max(speeds[(condition, n)] for n in explicit), 2
-        )
-        for condition in ("quiet", loaded_label)
+        c: round(best(c, DEFAULT) / max(best(c, n) for n in explicit), 2) for c in conditions
     }
-    return {
+    result: dict[str, Any] = {
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "cores": n_cores,
         "busy_loops": busy,
@@ -186,16 +223,16 @@ def measure(args: Any) -> dict[str, Any]:
         "repeats": args.repeats,
         "cycles": args.cycles,
         "rows": rows,
-        "best": [
-            {"condition": c, "variant": v, "client_steps_per_s": round(x, 1)}
-            for (c, v), x in speeds.items()
-        ],
-        "quiet_over_loaded": round(quiet / loaded, 2) if loaded else None,
+        "summary": summary,
         # the default / the best explicit setting, per condition (target: >= 0.9)
         "default_vs_best_explicit": against,
-        "within_1_5x_of_quiet": bool(loaded) and quiet / loaded <= 1.5,
         "within_10_percent_of_best": all(v >= 0.9 for v in against.values()),
     }
+    if len(conditions) == 2:
+        quiet, loaded = best("quiet", DEFAULT), best(loaded_label, DEFAULT)
+        result["quiet_over_loaded"] = round(quiet / loaded, 2) if loaded else None
+        result["within_1_5x_of_quiet"] = bool(loaded) and quiet / loaded <= 1.5
+    return result
 
 
 def _speed(row: dict[str, Any]) -> str:
@@ -207,33 +244,31 @@ def _speed(row: dict[str, Any]) -> str:
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"The peers' workload (digits CNN, FedAvg, 20 IID clients, S 5, K 20, B 32), "
-        f"{result['cores']} cores, {result['measured_at']}; loaded = {result['busy_loops']} "
-        f"busy loops started {result['settle_s']} s earlier. `quiet` is the machine as it was "
-        "(other jobs included: see the load).",
+        f"{result['cores']} cores, {result['measured_at']}, {result['cycles']} interleaved "
+        f"cycles; loaded = {result['busy_loops']} busy loops started {result['settle_s']} s "
+        "earlier. `quiet` is the machine as it was (other jobs included: see the load).",
         "",
-        "| condition | variant | threads | client steps/s | load average | wait policy |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| condition | variant | what ran | best | median | min | load average |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for row in result["rows"]:
+    for b in result["summary"]:
+        loads = [
+            r["load_before"]
+            for r in result["rows"]
+            if r["condition"] == b["condition"] and r["variant"] == b["variant"]
+        ]
         lines.append(
-            f"| {row['condition']} | {row['variant']} | {row['threads']} | "
-            f"{_speed(row)} | {row['load_before']} | "
-            f"{row.get('omp_wait_policy', '?')} |"
+            f"| {b['condition']} | {b['variant']} | {b['layout']} | {b['best'] or 'timed out'} | "
+            f"{b['median']} | {b['min']} | {min(loads):.2f}-{max(loads):.2f} |"
         )
-    lines += ["", "Best of the cycles:", "", "| condition | variant | client steps/s |"]
-    lines += ["| --- | --- | --- |"]
-    lines += [
-        f"| {b['condition']} | {b['variant']} | "
-        f"{b['client_steps_per_s'] or 'every try timed out'} |"
-        for b in result["best"]
-    ]
-    lines += [
-        "",
-        f"fedbench quiet / loaded: {result['quiet_over_loaded']}x (target <= 1.5x); "
-        "the default / the best explicit setting: "
+    lines.append("")
+    if "quiet_over_loaded" in result:
+        lines.append(f"default quiet / loaded: {result['quiet_over_loaded']}x (target <= 1.5x).")
+    lines.append(
+        "the default / the best explicit setting (best of the cycles): "
         + ", ".join(f"{c} {v}x" for c, v in result["default_vs_best_explicit"].items())
-        + " (target >= 0.9).",
-    ]
+        + " (target >= 0.9)."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -247,6 +282,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument(
         "--cycles", type=int, default=3, help="interleaved measurements of each variant"
+    )
+    parser.add_argument("--only", choices=("quiet", "loaded"), default=None)
+    parser.add_argument(
+        "--variants", default="", help="comma-separated name fragments to keep (and the default)"
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per bench process")
     parser.add_argument(

@@ -163,11 +163,15 @@ def figures_rate(
 
 
 def duration(seconds: float) -> str:
-    """'41.3 h', '12 min', '40 s'."""
+    """'41.3 h', '12 min', '2 min 18 s', '40 s' (seconds shown under 10 minutes, where a
+    minute is a large part of the whole)."""
     if seconds >= 3600:
         return f"{seconds / 3600:,.1f} h"
-    if seconds >= 60:
+    if seconds >= 600:
         return f"{seconds / 60:.0f} min"
+    if seconds >= 60:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min" + (f" {rest} s" if rest else "")
     return f"{seconds:.0f} s"
 
 

@@ -94,7 +94,7 @@ def test_the_bar_labels_its_counts_and_takes_its_eta_from_finished_runs() -> Non
     progress.set_running(2)
     # 75 s per trained run, 2 left on 2 workers: 75 s.
     assert progress._counts() == (
-        "runs: 2 of 4 to train done, 2 running, 0 failed; 16 already done; eta 1 min"
+        "runs: 2 of 4 to train done, 2 running, 0 failed; 16 already done; eta 1 min 15 s"
     )
 
 

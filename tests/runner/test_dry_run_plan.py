@@ -173,6 +173,7 @@ def test_a_graphed_row_stands_only_for_runs_that_allow_graphs() -> None:
 
 def test_durations_read_well() -> None:
     assert [duration(s) for s in (40, 719, 3600 * 41.26)] == ["40 s", "12 min", "41.3 h"]
+    assert [duration(s) for s in (60, 138.4, 599.6)] == ["1 min", "2 min 18 s", "10 min"]
 
 
 def test_a_probe_shrinks_the_run_and_stands_in_for_missing_images(tmp_path: Path) -> None:
