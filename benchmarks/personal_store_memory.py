@@ -33,6 +33,7 @@ CASES = [
     ("full model, in memory", "full", 20, None),
     ("full model, bound 256 MiB", "full", 20, 256.0),
     ("full model, bound 256 MiB", "full", 100, 256.0),
+    ("full model, bound 256 MiB", "full", 1000, 256.0),
 ]
 
 
