@@ -250,6 +250,8 @@ PINNED_IDS = {
 #: shipped table and ablation, before `convention` existed (37 ids; the DP tables' cells at the
 #: `privacy.sampling: fixed` they had then).
 TABLE_FEDOPT_IDS = "141c5281945f59bed3df3a9012a5971cb8f2cf209055dcb1bfb43f39b10b890e"
+#: Tables shipped after `convention` existed: their cells never had another id.
+NEWER_TABLES = {"personalised"}
 
 
 def test_the_default_convention_keeps_every_existing_run_id() -> None:
@@ -260,6 +262,8 @@ def test_the_default_convention_keeps_every_existing_run_id() -> None:
     ids = set()
     for kind in ("table", "ablation"):
         for name in list_tables(kind):
+            if name in NEWER_TABLES:
+                continue
             table = load_table(name, kind)
             # The DP tables moved to Poisson sampling on purpose (docs/privacy.md); with the
             # sampling they had, their FedOpt cells keep their ids too.
