@@ -16,6 +16,7 @@ import torch
 from fedbench.algorithms import ALGORITHMS
 from fedbench.config import RunConfig, load_run_config
 from fedbench.engine.loop import Engine
+from fedbench.engine.plan import seeds_group_size
 from fedbench.engine.run import RunResult
 from fedbench.engine.run_folder import RunBusyError, RunFolder
 from fedbench.engine.run_seeds import train_together
@@ -280,7 +281,11 @@ def test_stack_problem_names_what_differs() -> None:
 def test_seeds_together_changes_no_run_id_and_needs_the_vectorised_engine() -> None:
     assert _cfg(1).run_id() == _cfg(1, "fedavg", "runtime.seeds_together=5").run_id()
     assert _cfg(1, "fedavg", "runtime.seeds_together=auto").runtime.seeds_together == "auto"
-    with pytest.raises(FedbenchError, match=r"runtime\.engine: vectorized"):
-        _cfg(1, "fedavg", "runtime.engine=sequential", "runtime.seeds_together=2")
+    # The plan decides (tests/engine/test_plan.py): the config loads, and the sequential engine
+    # trains the seeds one by one.
+    sequential = _cfg(1, "fedavg", "runtime.engine=sequential", "runtime.seeds_together=2")
+    assert seeds_group_size(sequential, runs=2, gpus=True) == 1
+    vectorized = _cfg(1, "fedavg", "runtime.engine=vectorized", "runtime.seeds_together=2")
+    assert seeds_group_size(vectorized, runs=2, gpus=True) == 2
     with pytest.raises(FedbenchError):
         _cfg(1, "fedavg", "runtime.seeds_together=0")
