@@ -60,6 +60,17 @@ def test_store_choice() -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["local_only", "fedavg_ft"])
-def test_personal_methods_have_no_dp_twin_yet(name: str) -> None:
-    assert f"dp_{name}" not in ALGORITHMS
+@pytest.mark.parametrize(
+    ("name", "twin"),
+    [
+        ("local_only", True),
+        ("fedavg_ft", True),
+        ("ditto", True),
+        ("fedbn", False),
+        ("fedrod", False),
+    ],
+)
+def test_dp_twins_only_where_the_privacy_is_stated(name: str, twin: bool) -> None:
+    """A personalised method has a dp_ twin once its sample-level privacy is stated
+    (docs/personalised.md); FedBN (BatchNorm) and FedRoD (class counts in every gradient) none."""
+    assert (f"dp_{name}" in ALGORITHMS) is twin
