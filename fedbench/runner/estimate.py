@@ -44,7 +44,7 @@ from fedbench.runner.measured import (
     load_figures,
 )
 from fedbench.runner.probe import probe_config, suite_engine
-from fedbench.runner.sweep_progress import workload_key, workloads_first
+from fedbench.runner.sweep_progress import duration, workload_key, workloads_first
 from fedbench.runner.table_config import Plan, PlannedRun
 
 __all__ = [
@@ -160,19 +160,6 @@ def figures_rate(
 
 
 # --- the estimate ---------------------------------------------------------------------------
-
-
-def duration(seconds: float) -> str:
-    """'41.3 h', '12 min', '2 min 18 s', '40 s' (seconds shown under 10 minutes, where a
-    minute is a large part of the whole)."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:,.1f} h"
-    if seconds >= 600:
-        return f"{seconds / 60:.0f} min"
-    if seconds >= 60:
-        minutes, rest = divmod(round(seconds), 60)
-        return f"{minutes} min" + (f" {rest} s" if rest else "")
-    return f"{seconds:.0f} s"
 
 
 def _pending(plan: Plan, out: Path | None) -> list[PlannedRun]:

@@ -41,6 +41,7 @@ from fedbench import plugins
 from fedbench.errors import FedbenchError
 from fedbench.plugins import PluginSource
 from fedbench.runner.main_guard import require_main_guard
+from fedbench.runner.outcome import Outcome
 from fedbench.runner.seed_groups import seed_groups
 from fedbench.runner.sweep_progress import SweepProgress, workload_key, workloads_first
 from fedbench.runner.table_config import Plan, PlannedRun
@@ -59,20 +60,6 @@ OK_STATUSES = ("completed", "unsupported")
 #: A run is started at most this often (the first attempt and one retry) before it counts as
 #: failed: a second failure of a deterministic run is not worth a third.
 MAX_ATTEMPTS = 2
-
-
-@dataclass
-class Outcome:
-    run_id: str
-    status: str  # completed | diverged | failed | unsupported (| busy, inside the launcher)
-    error: str | None = None
-    wall_s: float = 0.0
-    cached: bool = False  # finished by an earlier sweep, or by a concurrent one
-    test_acc: float | None = None
-    attempts: int = 1  # how often this sweep started the run
-    gpu: str | None = None  # CUDA_VISIBLE_DEVICES of the worker that ran it
-    node: str | None = None  # the Ray node that ran it (the first 8 hex digits of its id)
-    together: int = 1  # runs trained in the same computation (runtime.seeds_together)
 
 
 def visible_gpus() -> list[str]:

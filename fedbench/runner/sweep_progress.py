@@ -25,7 +25,7 @@ from fedbench.report.ran import cell_label
 
 if TYPE_CHECKING:
     from fedbench.config import RunConfig
-    from fedbench.runner.launcher import Outcome
+    from fedbench.runner.outcome import Outcome
     from fedbench.runner.table_config import PlannedRun
 
 
@@ -35,6 +35,19 @@ def workload_key(cfg: RunConfig) -> str:
     from fedbench.runner.probe import probe_key
 
     return probe_key(cfg)
+
+
+def duration(seconds: float) -> str:
+    """'41.3 h', '12 min', '2 min 18 s', '40 s' (seconds shown under 10 minutes, where a
+    minute is a large part of the whole)."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:,.1f} h"
+    if seconds >= 600:
+        return f"{seconds / 60:.0f} min"
+    if seconds >= 60:
+        minutes, rest = divmod(round(seconds), 60)
+        return f"{minutes} min" + (f" {rest} s" if rest else "")
+    return f"{seconds:.0f} s"
 
 
 T = TypeVar("T")
@@ -105,8 +118,6 @@ class SweepProgress:
         """'eta 2 min': the seconds of the runs left over the workers; empty when none trained
         or none is left (a rerun of finished runs has no rate to extrapolate), or (per
         workload) while a workload left has no run trained."""
-        from fedbench.runner.estimate import duration
-
         trained = self.done - self.cached
         left = self.total - self.done
         if trained == 0 or left == 0:

@@ -85,12 +85,19 @@ def ray_cluster() -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_a_table_on_ray_equals_the_local_launcher(ray_cluster: str, tmp_path: Path):
+def test_a_table_on_ray_equals_the_local_launcher(
+    ray_cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     plan = expand(parse_table_config(tiny_table_data()))
+    # A Ray task with 1 CPU trains with 1 thread: so does the local reference. Its worker reads
+    # the thread count from its environment (the test session's OMP_NUM_THREADS is the cores'),
+    # not from this process' torch; at 2 threads a test loss differed in its last digits.
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a Ray task with 1 CPU trains with 1 thread
+    torch.set_num_threads(1)
     try:
-        local = run_sweep(plan, tmp_path / "local", workers=1)
+        with monkeypatch.context() as env:
+            env.setenv("OMP_NUM_THREADS", "1")
+            local = run_sweep(plan, tmp_path / "local", workers=1)
     finally:
         torch.set_num_threads(threads)
     on_ray = run_sweep(plan, tmp_path / "ray", launcher="ray", ray_address=ray_cluster)
