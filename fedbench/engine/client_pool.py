@@ -166,6 +166,7 @@ class ClientPool:
         context = multiprocessing.get_context("fork")
         self.engine = engine
         self.measure_steps = False
+        self.ahead = AHEAD
         self.processes: list[_Process] = []
         for _ in range(extra):
             mine, theirs = context.Pipe()
@@ -194,6 +195,9 @@ class ClientPool:
         done: list[Trained | None] = [None] * len(starts)
         rng: list[Tensor | None] = [None] * len(starts)
         queue = deque(range(len(starts)))
+        # At most a fair share ahead: with as many processes as clients (more processes than
+        # cores, fedbench.engine.layout) each process then starts with one client.
+        self.ahead = min(AHEAD, -(-len(starts) // (len(self.processes) + 1)))
         for proc in self.processes:
             proc.has_round = False
             self._hand_out(proc, starts, queue)
@@ -214,7 +218,7 @@ class ClientPool:
         return [trained for trained in done if trained is not None]
 
     def _hand_out(self, proc: _Process, starts: Sequence[ClientStart], queue: deque[int]) -> None:
-        while queue and len(proc.waiting) < AHEAD:
+        while queue and len(proc.waiting) < self.ahead:
             if not proc.has_round:
                 engine = self.engine
                 self._send(proc, ("round", engine.x, engine.global_buffers))

@@ -157,6 +157,22 @@ def fork_problem() -> str | None:
     return None
 
 
+def balanced_processes(clients: int, slots: int) -> int:
+    """The processes that train a round's `clients` on `slots` cores (one thread each): one per
+    core, or more where whole clients do not split evenly over the cores. 5 clients on 2
+    processes take 3 client-times a round (one process trains 3); on 3 processes of which two
+    train 2 clients, the cores share out 5 client-times and the round takes 2.5. So: the
+    fewest processes, at least `slots`, whose largest share (ceil(clients / processes)) is at
+    most the cores' even share (clients / slots). Measured on the digits CNN, 5 clients a round,
+    2 cores: 219 client steps/s on 2 processes, 266-308 on 3, 267-286 on 5."""
+    if slots < 2 or clients < 2:
+        return 1
+    for processes in range(slots, clients + 1):
+        if slots * -(-clients // processes) <= clients:
+            return processes
+    return clients
+
+
 def processes_choice(
     setup: RunSetup, executor: str, threads: int, small: bool, compiled: bool
 ) -> Entry:
@@ -184,7 +200,8 @@ def processes_choice(
             "auto: a model of 1M parameters or more: threads take the cores",
         )
     cores = run_cores()
-    n = min(cores.value // max(threads, 1), sampled)
+    slots = cores.value // max(threads, 1)
+    n = balanced_processes(sampled, slots)
     if n < 2:
         return Entry(
             "client_processes",
@@ -203,11 +220,12 @@ def processes_choice(
     broken = fork_problem()
     if broken is not None:
         return Entry("client_processes", "1", f"auto: {broken}")
+    per = "one per core" if n == slots else f"{n} on its {slots} cores, an even share each"
     return Entry(
         "client_processes",
         str(n),
         f"auto: the round's {sampled} clients over {n} processes of {threads} thread"
-        f"{'s' if threads > 1 else ''}, one per core of the run ({cores.reason}); "
+        f"{'s' if threads > 1 else ''}, {per} ({cores.reason}); "
         f"{available_cores()} cores in the CPU affinity",
     )
 

@@ -37,7 +37,9 @@ def conv2d_norm_sample(
     if layer.groups != 1 or layer.padding_mode != "zeros" or isinstance(layer.padding, str):
         grads = compute_conv_grad_sample(layer, activations, backprops)
         return {p: g.flatten(1).norm(dim=1) for p, g in grads.items()}
-    x = activations[0].to(backprops.dtype)
+    # Opacus' unfold2d strides over the input as if it were NCHW-contiguous: an NHWC input (a
+    # channels_last model) would be read in the wrong order. A no-op for NCHW.
+    x = activations[0].to(backprops.dtype).contiguous()
     batch = x.shape[0]
     g = backprops.reshape(batch, backprops.shape[1], -1)  # (B, out, L)
     out: dict[Tensor, Tensor] = {}

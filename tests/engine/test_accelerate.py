@@ -67,12 +67,32 @@ def test_auto_is_off_on_the_cpu_and_for_private_runs() -> None:
     assert "private" in str(sequential_graphs_unsupported(private, torch.device("cuda")))
 
 
-def test_channels_last_only_for_convnets_on_cuda() -> None:
+def _channels_last(*items: str) -> tuple[str, str]:
+    setup = prepare_run(load_run_config(None, [*TINY, "runtime.device=cpu", *items]))
+    choice = execution_plan(setup)["channels_last"]
+    return choice.value, choice.reason
+
+
+def test_channels_last_for_float32_convnets_on_the_cpu_sequential_executor() -> None:
     cfg = load_run_config(None, [*TINY, "runtime.device=cpu", "fl.rounds=1"])
     setup = prepare_run(cfg)
-    assert has_conv(setup.model) and not execution_plan(setup).channels_last
-    Engine(execution_plan(setup), setup, RunFolder(Path("unused")), None)
-    assert all(p.is_contiguous() for p in setup.model.parameters())
+    plan = execution_plan(setup)
+    assert has_conv(setup.model) and plan.channels_last and plan.executor == "sequential"
+    assert "oneDNN" in plan["channels_last"].reason
+    Engine(plan, setup, RunFolder(Path("unused")), None)
+    # (a conv of one input channel is contiguous in both layouts: the second one tells)
+    conv = [p for p in setup.model.parameters() if p.ndim == 4][-1]
+    assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
+    assert _channels_last("model.name=mlp") == ("off", "no convolution")
+    assert _channels_last("runtime.engine=vectorized")[0] == "off"
+
+
+def test_float64_convnets_stay_nchw_on_the_cpu() -> None:
+    # The golden runs (float64) keep their recorded bits: oneDNN has no float64 convolution.
+    setup = prepare_run(load_run_config(None, [*TINY, "runtime.device=cpu"]))
+    setup.model.double()
+    choice = execution_plan(setup)["channels_last"]
+    assert choice.value == "off" and "torch.float64" in choice.reason
     model = nn.Sequential(nn.Conv2d(1, 2, 3))
     to_channels_last(model)
     assert model[0].weight.is_contiguous(memory_format=torch.channels_last)

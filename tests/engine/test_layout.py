@@ -51,11 +51,14 @@ def _plan(*items: str) -> ExecutionPlan:
 def test_a_small_model_runs_one_thread_per_process_on_every_core(two_quiet_cores) -> None:
     plan = _plan()
     assert [c.what for c in plan.choices][-3:] == ["threads", "omp_wait_policy", "client_processes"]
-    assert plan.threads == 1 and plan.client_processes == 2
+    # 5 clients do not split evenly over 2 cores: 3 processes (2 + 2 + 1 clients) share them.
+    assert plan.threads == 1 and plan.client_processes == 3
     assert "442 client steps/s at 1 thread, 209 at 2" in plan["threads"].reason
     assert plan["omp_wait_policy"].value == "PASSIVE (set by fedbench)"
     assert "does not act" in plan["omp_wait_policy"].reason
-    assert "5 clients over 2 processes of 1 thread" in plan["client_processes"].reason
+    assert "5 clients over 3 processes of 1 thread, 3 on its 2 cores" in (
+        plan["client_processes"].reason
+    )
     assert plan.fallbacks == []
 
 
@@ -89,10 +92,33 @@ def test_a_sweep_workers_share_of_the_cores_bounds_its_processes(
     plan = _plan()
     assert plan.threads == 1 and plan.client_processes == 1
     assert "the run's 1 cores hold one process" in plan["client_processes"].reason
-    # On 8 cores split over 2 workers, each run gets 4 processes.
+    # On 8 cores split over 2 workers, each run gets 4 cores: 5 clients over 5 processes (on 4,
+    # a process would train 2 clients while the others wait).
     monkeypatch.setattr(threads, "available_cores", lambda: 8)
     monkeypatch.setattr(threads, "_auto", ThreadChoice(4, "auto: 8 cores over 2 workers: 4"))
-    assert _plan().client_processes == 4
+    assert _plan().client_processes == 5
+    # 8 clients a round (participation 0.4) split evenly over the 4 cores: 4 processes.
+    assert _plan("fl.participation=0.4").client_processes == 4
+
+
+@pytest.mark.parametrize(
+    ("clients", "cores", "processes"),
+    [
+        (5, 2, 3),  # 2 + 2 + 1 clients: 2.5 client-times a round on 2 cores, not 3
+        (4, 2, 2),  # even
+        (3, 2, 3),  # one client each: 1.5 client-times, not 2
+        (7, 2, 3),  # 3 + 2 + 2 (on 3.5 client-times of each core), not 4 + 3
+        (10, 2, 2),
+        (5, 4, 5),  # 2 + 1 + 1 + 1 would take 2 client-times; 5 x 1 on 4 cores takes 1.25
+        (9, 4, 5),  # 2 + 2 + 2 + 2 + 1: 2 <= 9 / 4
+        (1, 2, 1),
+        (5, 1, 1),
+    ],
+)
+def test_balanced_processes_give_no_process_more_than_an_even_share(
+    clients: int, cores: int, processes: int
+) -> None:
+    assert layout.balanced_processes(clients, cores) == processes
 
 
 def test_processes_never_outnumber_a_rounds_clients(two_quiet_cores, monkeypatch) -> None:
@@ -136,7 +162,7 @@ def test_print_plan_says_processes_and_threads(run_cli, two_quiet_cores) -> None
     code, out, _ = run_cli("train", *[a for s in WORKLOAD for a in ("--set", s)], "--print-plan")
     assert code == 0
     assert "threads: 1 (auto: a model under 1M parameters" in out
-    assert "client_processes: 2 (auto: the round's 5 clients over 2 processes" in out
+    assert "client_processes: 3 (auto: the round's 5 clients over 3 processes" in out
 
 
 def test_a_compiled_step_keeps_a_run_in_one_process() -> None:

@@ -91,6 +91,24 @@ def test_ghost_clipped_sum_equals_a_per_example_loop_in_float64(kind: str) -> No
     assert not mech._ghost.hooks_enabled
 
 
+@pytest.mark.parametrize("method", ["ghost", "bk"])
+def test_clipped_sum_of_a_channels_last_model_equals_the_loop(method: str) -> None:
+    # The plan keeps CPU float32 and CUDA convnets in NHWC: the conv norm rules must read an
+    # NHWC activation by its shape, not its memory order (Opacus' unfold2d did not).
+    torch.manual_seed(0)
+    model = conv_model().double()
+    x, y = _batch("conv")
+    expected = _loop_reference(model, x, y, CLIP["conv"])
+    model = model.to(memory_format=torch.channels_last)
+    x = x.contiguous(memory_format=torch.channels_last)
+    params = list(model.parameters())
+    mech = PrivateGradient(
+        model, params, noise_multiplier=1.0, clip=CLIP["conv"], batch_size=10, method=method
+    )
+    for got, want in zip(mech.clipped_sum(x, y), expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_ghost_and_vmap_agree() -> None:
     torch.manual_seed(0)
     model = conv_model().double()
