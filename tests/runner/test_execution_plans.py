@@ -15,9 +15,12 @@ pytestmark = pytest.mark.engine
 def test_the_quick_table_has_one_plan_for_every_row() -> None:
     plan = make_plan("table1", preset="quick", overrides=["runtime.device=cpu"])
     lines = list(execution_plan_lines(plan, data_missing=False))
-    assert lines[0].startswith("execution plans (1 distinct;")
-    assert lines[1].startswith("  FedAvg, SCAFFOLD, FedCM,")
-    assert "executor sequential; precision fp32; compile off" in lines[1]
+    # One plan per model of the preset: the CNN keeps NHWC on the CPU, the linear model has no
+    # convolution; every row shares them.
+    assert lines[0].startswith("execution plans (2 distinct;")
+    assert all(line.startswith("  FedAvg, SCAFFOLD, FedCM,") for line in lines[1:])
+    assert all("executor sequential; precision fp32; compile off" in line for line in lines[1:])
+    assert sorted("channels_last on" in line for line in lines[1:]) == [False, True]
 
 
 def test_a_fallback_is_named_with_its_reason() -> None:
