@@ -73,6 +73,9 @@ def variants(n_cores: int) -> dict[str, tuple[list[str], dict[str, str]]]:
         found[f"1 process x {n} threads, passive"] = (setting(n, 1), passive)
         found[f"1 process x {n} threads, active"] = (setting(n, 1), active)
         found[f"{n} processes x 1 thread"] = (setting(1, n), {})
+        # One more process than cores: where a round's clients do not split evenly over the
+        # cores (5 on 2), the plan's balanced count (fedbench.engine.layout.balanced_processes).
+        found[f"{n + 1} processes x 1 thread"] = (setting(1, n + 1), {})
     found["vectorised, 1 thread"] = (setting(1, 1, "vectorized"), {})
     if n > 1:
         found[f"vectorised, {n} threads, passive"] = (setting(n, 1, "vectorized"), passive)
