@@ -166,7 +166,6 @@ class ClientPool:
         context = multiprocessing.get_context("fork")
         self.engine = engine
         self.measure_steps = False
-        self.ahead = AHEAD
         self.processes: list[_Process] = []
         for _ in range(extra):
             mine, theirs = context.Pipe()
@@ -197,10 +196,10 @@ class ClientPool:
         queue = deque(range(len(starts)))
         # At most a fair share ahead: with as many processes as clients (more processes than
         # cores, fedbench.engine.layout) each process then starts with one client.
-        self.ahead = min(AHEAD, -(-len(starts) // (len(self.processes) + 1)))
+        ahead = min(AHEAD, -(-len(starts) // (len(self.processes) + 1)))
         for proc in self.processes:
             proc.has_round = False
-            self._hand_out(proc, starts, queue)
+            self._hand_out(proc, starts, queue, ahead)
         while queue or any(proc.waiting for proc in self.processes):
             if queue:
                 i = queue.popleft()
@@ -211,14 +210,16 @@ class ClientPool:
                 block = True
             for proc in self._ready(block):
                 self._collect(proc, starts, done, rng)
-                self._hand_out(proc, starts, queue)
+                self._hand_out(proc, starts, queue, ahead)
         last = rng[-1]
         if last is not None:  # where the round's last client left the generator
             torch.set_rng_state(last)
         return [trained for trained in done if trained is not None]
 
-    def _hand_out(self, proc: _Process, starts: Sequence[ClientStart], queue: deque[int]) -> None:
-        while queue and len(proc.waiting) < self.ahead:
+    def _hand_out(
+        self, proc: _Process, starts: Sequence[ClientStart], queue: deque[int], ahead: int
+    ) -> None:
+        while queue and len(proc.waiting) < ahead:
             if not proc.has_round:
                 engine = self.engine
                 self._send(proc, ("round", engine.x, engine.global_buffers))
