@@ -34,12 +34,14 @@ def conv2d_norm_sample(
     layer: nn.Conv2d, activations: list[Tensor], backprops: Tensor
 ) -> dict[Tensor, Tensor]:
     """{parameter: (B,) per-sample gradient norms} of one Conv2d layer."""
+    # Opacus' unfold2d (here and inside compute_conv_grad_sample) strides over the input as if
+    # it were NCHW-contiguous: an NHWC input (a channels_last model) would be read in the wrong
+    # order. A no-op for NCHW.
+    activations = [a.contiguous() for a in activations]
     if layer.groups != 1 or layer.padding_mode != "zeros" or isinstance(layer.padding, str):
         grads = compute_conv_grad_sample(layer, activations, backprops)
         return {p: g.flatten(1).norm(dim=1) for p, g in grads.items()}
-    # Opacus' unfold2d strides over the input as if it were NCHW-contiguous: an NHWC input (a
-    # channels_last model) would be read in the wrong order. A no-op for NCHW.
-    x = activations[0].to(backprops.dtype).contiguous()
+    x = activations[0].to(backprops.dtype)
     batch = x.shape[0]
     g = backprops.reshape(batch, backprops.shape[1], -1)  # (B, out, L)
     out: dict[Tensor, Tensor] = {}
