@@ -154,3 +154,45 @@ def test_a_wrong_data_root_names_the_location_fedbench_would_use_instead(tmp_pat
         load_dataset(DataConfig(name="digits", root=str(tmp_path / "typo"), download=False))
     default = (tmp_path / "home" / ".cache" / "fedbench" / "data").resolve()
     assert f"drop data.root to read {default} (the default;" in str(info.value)
+
+
+def test_digits_equal_scikit_learns_own_split_bitwise():
+    """The loader reads scikit-learn's digits file without importing scikit-learn and takes the
+    shipped split: the tensors are those of `load_digits` + `train_test_split` (the loader of
+    fedbench 0.x), bit for bit, and so the golden runs on digits stand."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    x = bunch.images.astype(np.float32) / 16.0
+    y = bunch.target.astype(np.int64)
+    x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=0.2, stratify=y, random_state=0)
+    mean, std = float(x_tr.mean()), float(x_tr.std())
+    ds = load_dataset(DataConfig(name="digits"))
+    assert torch.equal(ds.x_train, torch.from_numpy((x_tr - mean) / std).unsqueeze(1))
+    assert torch.equal(ds.x_test, torch.from_numpy((x_te - mean) / std).unsqueeze(1))
+    assert ds.y_train.tolist() == y_tr.tolist() and ds.y_test.tolist() == y_te.tolist()
+    assert ds.y_train.dtype == torch.int64 and ds.x_train.dtype == torch.float32
+
+
+def test_loading_digits_does_not_import_scikit_learn():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from fedbench.config import DataConfig; from fedbench.data import "
+        "load_dataset; load_dataset(DataConfig(name='digits')); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_digits_without_scikit_learns_file_load_through_scikit_learn(monkeypatch):
+    """Where scikit-learn keeps no digits.csv.gz (another layout), `load_digits` gives the rows."""
+    from fedbench.data import embedded
+
+    fast = load_dataset(DataConfig(name="digits"))
+    monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
+    slow = load_dataset(DataConfig(name="digits"))
+    assert torch.equal(fast.x_train, slow.x_train) and torch.equal(fast.y_test, slow.y_test)

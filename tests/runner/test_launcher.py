@@ -207,3 +207,23 @@ def test_two_sweeps_into_one_out_train_every_run_once(tmp_path: Path):
     assert not list(out.rglob("*.tmp"))
     plan = json.loads((out / "tiny" / "plan.json").read_text())
     assert {run["status"] for run in plan["runs"]} == {"completed"}
+
+
+def test_a_worker_leaves_with_its_exit_handlers_run_and_its_streams_flushed(tmp_path: Path):
+    """A worker's exit skips the interpreter's teardown of torch (`os._exit`), but not what a
+    logger or plugin registered with atexit, nor output still in the buffers."""
+    marker = tmp_path / "handler-ran"
+    code = (
+        "import atexit, sys\n"
+        "from fedbench.runner.launcher import _leave\n"
+        f"atexit.register(lambda: open({str(marker)!r}, 'w').write('yes'))\n"
+        "sys.stdout.write('buffered, no newline')\n"
+        "_leave()\n"
+        "print('never reached')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "buffered, no newline"
+    assert marker.read_text() == "yes"
