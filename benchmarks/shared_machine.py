@@ -48,6 +48,14 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def round_clients() -> int:
+    """The clients of one round of the workload (participation x clients)."""
+    import yaml
+
+    cfg = yaml.safe_load(WORKLOAD.read_text())
+    return max(1, round(cfg["fl"]["participation"] * cfg["partition"]["clients"]))
+
+
 def variants(n_cores: int) -> dict[str, tuple[list[str], dict[str, str]]]:
     """name -> (extra bench options, environment changes): the default, then every explicit
     setting of threads (1, the cores), OpenMP wait policy (passive, active: where threads > 1),
@@ -76,6 +84,11 @@ def variants(n_cores: int) -> dict[str, tuple[list[str], dict[str, str]]]:
         # One more process than cores: where a round's clients do not split evenly over the
         # cores (5 on 2), the plan's balanced count (fedbench.engine.layout.balanced_processes).
         found[f"{n + 1} processes x 1 thread"] = (setting(1, n + 1), {})
+        # One process per client of a round: the largest share of a shared machine's cores a
+        # run can hold (p processes beside b busy loops get p / (p + b) of them).
+        per_client = round_clients()
+        if per_client > n + 1:
+            found[f"{per_client} processes x 1 thread"] = (setting(1, per_client), {})
     found["vectorised, 1 thread"] = (setting(1, 1, "vectorized"), {})
     if n > 1:
         found[f"vectorised, {n} threads, passive"] = (setting(n, 1, "vectorized"), passive)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 import torch  # noqa: E402
 
 os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
+
+# A suite started in the background by a shell (`make test &`, nohup) inherits SIGINT ignored,
+# and every process it starts would ignore it too (an ignored signal stays ignored across exec,
+# and Python then installs no KeyboardInterrupt handler): the Ctrl-C tests would test the shell's
+# choice, not fedbench. Python's own handler here, so the processes it starts get the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
