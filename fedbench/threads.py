@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -81,6 +82,26 @@ def load_average() -> float | None:
         return os.getloadavg()[0]
     except (AttributeError, OSError):
         return None
+
+
+def others_running(
+    samples: int = 5, gap_s: float = 0.01, path: str = "/proc/loadavg"
+) -> int | None:
+    """How many tasks other jobs have running now: the fewest runnable tasks over `samples`
+    reads of the kernel's count (/proc/loadavg's "running/total"), less this process' own
+    (None where the OS has no such count). Unlike the load average, which trails by a minute,
+    it does not count a run's own processes that ended a moment ago, and the fewest of a few
+    reads leaves out a job that only flickered."""
+    counts = []
+    for i in range(samples):
+        try:
+            with open(path) as fh:
+                counts.append(int(fh.read().split()[3].split("/")[0]))
+        except (OSError, IndexError, ValueError):
+            return None
+        if i < samples - 1:
+            time.sleep(gap_s)
+    return max(0, min(counts) - 1)
 
 
 def choose_threads(

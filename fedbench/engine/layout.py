@@ -23,6 +23,7 @@ import multiprocessing
 import os
 from typing import NamedTuple
 
+import fedbench.threads
 from fedbench.engine.schedule import clients_per_round
 from fedbench.engine.setup import RunSetup
 from fedbench.threads import (
@@ -173,6 +174,47 @@ def balanced_processes(clients: int, slots: int) -> int:
     return clients
 
 
+#: Other jobs' running tasks, as a share of the machine's cores, from which a run counts the
+#: machine as shared with them (shared_load): on 2 cores, 2 busy jobs.
+LOADED_SHARE = 0.75
+#: On a shared machine, at most this many processes per core of the run.
+LOADED_PER_CORE = 4
+
+
+def shared_load(clients: int, processes: int) -> str | None:
+    """Why a run of `clients` a round, in `processes` processes on a quiet machine, takes one
+    process per client instead (None: it does not). The scheduler shares the cores out per
+    runnable task: beside b busy jobs, p processes of the run get p / (p + b) of them. Measured
+    on the peers' workload (5 clients a round, 2 cores; benchmarks/shared_machine.py, 2 cycles):
+    quiet, 3 processes ran 354-378 client steps/s and 5 processes 330-364; beside two busy
+    loops, 3 processes 155-214 and 5 processes 201-278, within 1.31x of their quiet speed (3
+    processes: 1.76x). So: one process per client (at most LOADED_PER_CORE per core) where other
+    jobs have at least LOADED_SHARE of the machine's cores running when the run starts
+    (fedbench.threads.others_running); else the even share of a quiet machine."""
+    others = fedbench.threads.others_running()
+    machine = fedbench.threads.available_cores()
+    if others is None or others < LOADED_SHARE * machine or clients <= processes:
+        return None
+    return (
+        f"one per client of the round: other jobs run {others} tasks on the machine's {machine} "
+        f"cores, and the scheduler gives each runnable process its share (on a quiet machine: "
+        f"{processes})"
+    )
+
+
+def _asked_processes(asked: int, sampled: int, why_not: str | None) -> Entry:
+    """The client_processes entry of a run that asked for `asked` processes."""
+    if asked == 1:
+        return Entry("client_processes", "1", "runtime.client_processes 1")
+    if why_not is not None:
+        return Entry("client_processes", "1", f"{asked} asked, but {why_not}", True)
+    n = min(asked, sampled)
+    if n > 1 and (broken := fork_problem()) is not None:
+        return Entry("client_processes", "1", f"{asked} asked, but {broken}", True)
+    capped_note = f" (at most the {sampled} clients of a round)" if n < asked else ""
+    return Entry("client_processes", str(n), f"runtime.client_processes {asked}{capped_note}")
+
+
 def processes_choice(
     setup: RunSetup, executor: str, threads: int, small: bool, compiled: bool
 ) -> Entry:
@@ -182,15 +224,7 @@ def processes_choice(
     sampled = clients_per_round(cfg.fl.participation, setup.num_clients)
     why_not = _why_one_process(setup, executor, compiled)
     if asked != "auto":
-        if asked == 1:
-            return Entry("client_processes", "1", "runtime.client_processes 1")
-        if why_not is not None:
-            return Entry("client_processes", "1", f"{asked} asked, but {why_not}", True)
-        n = min(int(asked), sampled)
-        if n > 1 and (broken := fork_problem()) is not None:
-            return Entry("client_processes", "1", f"{asked} asked, but {broken}", True)
-        capped_note = f" (at most the {sampled} clients of a round)" if n < int(asked) else ""
-        return Entry("client_processes", str(n), f"runtime.client_processes {asked}{capped_note}")
+        return _asked_processes(int(asked), sampled, why_not)
     if why_not is not None:
         return Entry("client_processes", "1", f"auto: {why_not}")
     if not small:
@@ -202,6 +236,9 @@ def processes_choice(
     cores = run_cores()
     slots = cores.value // max(threads, 1)
     n = balanced_processes(sampled, slots)
+    busy = shared_load(sampled, n) if n >= 2 else None
+    if busy is not None:
+        n = min(sampled, LOADED_PER_CORE * slots)
     if n < 2:
         return Entry(
             "client_processes",
@@ -221,6 +258,8 @@ def processes_choice(
     if broken is not None:
         return Entry("client_processes", "1", f"auto: {broken}")
     per = "one per core" if n == slots else f"{n} on its {slots} cores, an even share each"
+    if busy is not None:
+        per = f"{n} on its {slots} cores, {busy}"
     return Entry(
         "client_processes",
         str(n),

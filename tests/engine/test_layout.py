@@ -38,6 +38,7 @@ def two_quiet_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(threads, "_wait_policy", "PASSIVE (set by fedbench)")
     monkeypatch.setattr(threads, "available_cores", lambda: 2)
     monkeypatch.setattr(threads, "load_average", lambda: 0.0)
+    monkeypatch.setattr(threads, "others_running", lambda: 0)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     # A process that forks can train (this pytest process may have run a compiled step, after
     # which it cannot: test_a_compiled_step_keeps_a_run_in_one_process).
@@ -119,6 +120,49 @@ def test_balanced_processes_give_no_process_more_than_an_even_share(
     clients: int, cores: int, processes: int
 ) -> None:
     assert layout.balanced_processes(clients, cores) == processes
+
+
+@pytest.mark.parametrize(
+    ("others", "items", "processes"),
+    [
+        (0, [], 3),  # quiet: the even share
+        (1, [], 3),  # one busy job on 2 cores: under 0.75 of them
+        (2, [], 5),  # two busy jobs: one process per client of the round
+        (7, [], 5),
+        (2, ["fl.participation=0.2"], 4),  # 4 a round (2 + 2 when quiet): one each
+        (2, ["fl.participation=1.0"], 8),  # 20 a round: at most 4 per core
+    ],
+)
+def test_a_shared_machine_gets_one_process_per_client(
+    two_quiet_cores, monkeypatch, others: int, items: list[str], processes: int
+) -> None:
+    """Beside b busy jobs the scheduler gives a run's p processes p / (p + b) of the cores: a run
+    started while other jobs hold the cores trains a round's clients in one process each."""
+    monkeypatch.setattr(threads, "others_running", lambda: others)
+    entry = _plan(*items)["client_processes"]
+    assert entry.value == str(processes)
+    assert ("other jobs run" in entry.reason) == (others >= 2), entry.reason
+    if processes == 5 and others >= 2:
+        assert f"other jobs run {others} tasks on the machine's 2 cores" in entry.reason
+        assert "(on a quiet machine: 3)" in entry.reason
+
+
+def test_others_running_is_the_fewest_runnable_tasks_less_this_one(tmp_path) -> None:
+    reads = iter(["0.50 0.40 0.30 3/120 999\n", "0.50 0.40 0.30 4/120 999\n"] * 3)
+    path = tmp_path / "loadavg"
+
+    class Reader:
+        def __fspath__(self) -> str:
+            path.write_text(next(reads))
+            return str(path)
+
+    # 3, 4, 3, 4, 3 running (this process among them): 2 of other jobs at every read.
+    assert threads.others_running(samples=5, gap_s=0.0, path=Reader()) == 2  # type: ignore[arg-type]
+    path.write_text("0.50 0.40 0.30 1/120 999\n")
+    assert threads.others_running(samples=2, gap_s=0.0, path=str(path)) == 0
+    assert threads.others_running(path=str(tmp_path / "missing")) is None
+    path.write_text("garbage")
+    assert threads.others_running(samples=1, path=str(path)) is None
 
 
 def test_processes_never_outnumber_a_rounds_clients(two_quiet_cores, monkeypatch) -> None:
