@@ -39,6 +39,7 @@ from typing import Any, NoReturn
 
 from rich.console import Console
 
+import fedbench.threads
 from fedbench import plugins
 from fedbench.errors import FedbenchError
 from fedbench.plugins import PluginSource
@@ -80,7 +81,25 @@ def local_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list
     if gpus:
         slots: list[str | None] = [g for _ in range(runs_per_gpu) for g in gpus]
         return slots[:workers] if workers is not None else slots
-    return [None] * (workers or max(1, os.cpu_count() or 1))
+    return [None] * (workers or cpu_workers())
+
+
+#: Other jobs' running tasks, as a share of the machine's cores, from which a sweep counts the
+#: machine as shared with them (as a run does: fedbench.engine.layout.LOADED_SHARE).
+LOADED_SHARE = 0.75
+
+
+def cpu_workers() -> int:
+    """The CPU workers of a sweep without --workers: one per core; two per core where other jobs
+    hold the cores when it starts (their running tasks at least LOADED_SHARE of the cores:
+    fedbench.threads.others_running). The scheduler shares the cores out per runnable process:
+    beside b busy jobs a sweep's w workers get w / (w + b) of them, half with one worker per
+    core beside as many busy jobs, two thirds with two. Each worker trains one thread."""
+    cores = max(1, os.cpu_count() or 1)
+    others = fedbench.threads.others_running()
+    if others is not None and others >= LOADED_SHARE * cores:
+        return 2 * cores
+    return cores
 
 
 def default_workers(plan: Plan) -> int:

@@ -16,6 +16,7 @@ import pytest
 import torch
 import yaml
 
+import fedbench.threads
 from fedbench.config import load_run_config
 from fedbench.engine import train
 from fedbench.runner.launcher import MAX_ATTEMPTS, Outcome, RunQueue, launch, local_slots
@@ -25,12 +26,25 @@ from tests.conftest import read_metrics, strip_elapsed, tiny_table_data
 ROUNDS = 12
 
 
-def test_slots_pack_runs_per_gpu_and_fall_back_to_cores():
+def test_slots_pack_runs_per_gpu_and_fall_back_to_cores(monkeypatch):
+    monkeypatch.setattr(fedbench.threads, "others_running", lambda: 0)  # a quiet machine
     assert local_slots(None, 2, ["0", "1"]) == ["0", "1", "0", "1"]
     assert local_slots(3, 2, ["0", "1"]) == ["0", "1", "0"]  # both GPUs before doubling up
     assert local_slots(None, 1, ["0"]) == ["0"]
     assert local_slots(2, 4, []) == [None, None]  # runs_per_gpu means nothing without a GPU
     assert local_slots(None, 1, []) == [None] * (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize(("others", "per_core"), [(None, 1), (0, 1), (1, 1), (2, 2), (9, 2)])
+def test_a_sweep_on_a_machine_other_jobs_hold_starts_two_workers_per_core(
+    monkeypatch, others, per_core
+):
+    """Beside b busy jobs, w workers get w / (w + b) of the cores: on 2 cores with two busy
+    jobs, 4 workers keep 2/3 of them where 2 keep half."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(fedbench.threads, "others_running", lambda: others)
+    assert local_slots(None, 1, []) == [None] * (2 * per_core)
+    assert local_slots(3, 1, []) == [None] * 3  # --workers is kept
 
 
 def test_the_queue_retries_a_failure_once_and_waits_for_busy_runs():
