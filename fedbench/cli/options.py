@@ -103,7 +103,10 @@ def check_out_folder(value: Path) -> Path:
 
 
 def workers_option(
-    help: str = "Parallel runs (default: one per GPU, else one per CPU core).",
+    help: str = (
+        "Parallel runs (default: one per GPU, else one per CPU core; two per core while other "
+        "jobs hold the cores)."
+    ),
     min: int | None = None,
 ) -> Any:
     return typer.Option("--workers", help=help, min=min)

@@ -192,7 +192,9 @@ def shared_load(clients: int, processes: int) -> str | None:
     jobs have at least LOADED_SHARE of the machine's cores running when the run starts
     (fedbench.threads.others_running); else the even share of a quiet machine."""
     others = fedbench.threads.others_running()
-    machine = fedbench.threads.available_cores()
+    # The running count is the whole machine's, so it is weighed against all its cores (in a
+    # container pinned to a few of them, not those few).
+    machine = max(1, os.cpu_count() or 1)
     if others is None or others < LOADED_SHARE * machine or clients <= processes:
         return None
     return (

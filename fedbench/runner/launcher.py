@@ -1,9 +1,10 @@
 """The local launcher: runs a plan's runs in worker processes on this machine.
 
 Slots: `runtime.runs_per_gpu` worker processes per GPU (each pinned to its GPU with
-CUDA_VISIBLE_DEVICES), else one per CPU core; each worker takes its share of the cores as torch
-threads (fedbench.threads: of the free ones where OpenMP's threads spin), so that the workers
-neither oversubscribe the cores nor spin against other jobs. The launcher watches every worker: one that dies (a SIGKILL, the OOM
+CUDA_VISIBLE_DEVICES), else one per CPU core (two per core on a machine other jobs hold:
+cpu_workers); each worker takes its share of the cores as torch threads (fedbench.threads: of
+the free ones where OpenMP's threads spin), so that the workers neither oversubscribe the cores
+nor spin against other jobs. The launcher watches every worker: one that dies (a SIGKILL, the OOM
 killer, a segfault) costs only the run it was training, which is retried once on a fresh worker
 (resuming from its checkpoint) before it is recorded as failed; a run that failed with an error is
 retried once the same way. The same policy (`RunQueue`) drives the Ray launcher.

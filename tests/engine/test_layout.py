@@ -139,6 +139,7 @@ def test_a_shared_machine_gets_one_process_per_client(
     """Beside b busy jobs the scheduler gives a run's p processes p / (p + b) of the cores: a run
     started while other jobs hold the cores trains a round's clients in one process each."""
     monkeypatch.setattr(threads, "others_running", lambda: others)
+    monkeypatch.setattr(layout.os, "cpu_count", lambda: 2)  # the machine's cores
     entry = _plan(*items)["client_processes"]
     assert entry.value == str(processes)
     assert ("other jobs run" in entry.reason) == (others >= 2), entry.reason
