@@ -104,6 +104,24 @@ def others_running(
     return max(0, min(counts) - 1)
 
 
+#: Other jobs' running tasks, as a share of the machine's cores, from which fedbench counts the
+#: machine as shared with them (shared_with_others): on 2 cores, 2 busy jobs.
+LOADED_SHARE = 0.75
+
+
+def shared_with_others() -> int | None:
+    """Other jobs' running tasks where they hold the machine (at least LOADED_SHARE of its
+    cores), else None: a run then trains a round's clients in one process each
+    (fedbench.engine.layout.shared_load) and a sweep starts two workers per core
+    (fedbench.runner.launcher.cpu_workers), since the scheduler shares the cores out per
+    runnable process. The running count is the whole machine's, so it is weighed against all its
+    cores (in a container pinned to a few of them, not those few)."""
+    others = others_running()
+    if others is None or others < LOADED_SHARE * max(1, os.cpu_count() or 1):
+        return None
+    return others
+
+
 def choose_threads(
     cores: int, load: float | None, workers: int = 1, passive: bool = False
 ) -> ThreadChoice:

@@ -234,3 +234,16 @@ def test_a_block_at_its_own_thread_count_leaves_the_process_choices_as_they_were
     assert torch.get_num_threads() == 3
     assert threads.launcher_share() == chosen and threads.set_by_someone_else() is None
     assert threads.current_record()["reason"] == "chosen"
+
+
+@pytest.mark.parametrize(
+    ("cores", "others", "shared"), [(2, 0, None), (2, 1, None), (2, 2, 2), (8, 5, None), (8, 6, 6)]
+)
+def test_a_machine_is_shared_when_other_jobs_run_on_three_quarters_of_its_cores(
+    monkeypatch, cores, others, shared
+):
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(threads, "others_running", lambda: others)
+    assert threads.shared_with_others() == shared
+    monkeypatch.setattr(threads, "others_running", lambda: None)  # no count (not Linux)
+    assert threads.shared_with_others() is None

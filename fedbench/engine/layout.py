@@ -174,9 +174,6 @@ def balanced_processes(clients: int, slots: int) -> int:
     return clients
 
 
-#: Other jobs' running tasks, as a share of the machine's cores, from which a run counts the
-#: machine as shared with them (shared_load): on 2 cores, 2 busy jobs.
-LOADED_SHARE = 0.75
 #: On a shared machine, at most this many processes per core of the run.
 LOADED_PER_CORE = 4
 
@@ -189,14 +186,12 @@ def shared_load(clients: int, processes: int) -> str | None:
     quiet, 3 processes ran 354-378 client steps/s and 5 processes 330-364; beside two busy
     loops, 3 processes 155-214 and 5 processes 201-278, within 1.31x of their quiet speed (3
     processes: 1.76x). So: one process per client (at most LOADED_PER_CORE per core) where other
-    jobs have at least LOADED_SHARE of the machine's cores running when the run starts
-    (fedbench.threads.others_running); else the even share of a quiet machine."""
-    others = fedbench.threads.others_running()
-    # The running count is the whole machine's, so it is weighed against all its cores (in a
-    # container pinned to a few of them, not those few).
-    machine = max(1, os.cpu_count() or 1)
-    if others is None or others < LOADED_SHARE * machine or clients <= processes:
+    jobs hold the machine when the run starts (fedbench.threads.shared_with_others); else the
+    even share of a quiet machine."""
+    others = fedbench.threads.shared_with_others()
+    if others is None or clients <= processes:
         return None
+    machine = max(1, os.cpu_count() or 1)
     return (
         f"one per client of the round: other jobs run {others} tasks on the machine's {machine} "
         f"cores, and the scheduler gives each runnable process its share (on a quiet machine: "

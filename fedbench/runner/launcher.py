@@ -85,22 +85,14 @@ def local_slots(workers: int | None, runs_per_gpu: int, gpus: list[str]) -> list
     return [None] * (workers or cpu_workers())
 
 
-#: Other jobs' running tasks, as a share of the machine's cores, from which a sweep counts the
-#: machine as shared with them (as a run does: fedbench.engine.layout.LOADED_SHARE).
-LOADED_SHARE = 0.75
-
-
 def cpu_workers() -> int:
     """The CPU workers of a sweep without --workers: one per core; two per core where other jobs
-    hold the cores when it starts (their running tasks at least LOADED_SHARE of the cores:
-    fedbench.threads.others_running). The scheduler shares the cores out per runnable process:
-    beside b busy jobs a sweep's w workers get w / (w + b) of them, half with one worker per
-    core beside as many busy jobs, two thirds with two. Each worker trains one thread."""
+    hold the cores when it starts (fedbench.threads.shared_with_others). The scheduler shares
+    the cores out per runnable process: beside b busy jobs a sweep's w workers get w / (w + b)
+    of them, half with one worker per core beside as many busy jobs, two thirds with two. Each
+    worker trains one thread."""
     cores = max(1, os.cpu_count() or 1)
-    others = fedbench.threads.others_running()
-    if others is not None and others >= LOADED_SHARE * cores:
-        return 2 * cores
-    return cores
+    return 2 * cores if fedbench.threads.shared_with_others() is not None else cores
 
 
 def default_workers(plan: Plan) -> int:
