@@ -84,24 +84,40 @@ def load_average() -> float | None:
         return None
 
 
-def others_running(
-    samples: int = 5, gap_s: float = 0.01, path: str = "/proc/loadavg"
-) -> int | None:
+#: The kernel's count of runnable tasks (Linux): others_running reads it.
+LOADAVG = "/proc/loadavg"
+#: How long a reading of LOADAVG stands for the machine: the plans of a table's distinct runs,
+#: listed by one `--dry-run`, share one (16 readings of 40 ms each took 0.67 s of Table 1's).
+READING_S = 2.0
+#: The last reading of LOADAVG: (time.monotonic() when taken, its count).
+_reading: tuple[float, int | None] | None = None
+
+
+def others_running(samples: int = 5, gap_s: float = 0.01, path: str | None = None) -> int | None:
     """How many tasks other jobs have running now: the fewest runnable tasks over `samples`
-    reads of the kernel's count (/proc/loadavg's "running/total"), less this process' own
-    (None where the OS has no such count). Unlike the load average, which trails by a minute,
-    it does not count a run's own processes that ended a moment ago, and the fewest of a few
-    reads leaves out a job that only flickered."""
+    reads of the kernel's count (LOADAVG's "running/total"; `path`: another file of its
+    format, read afresh), less this process' own (None where the OS has no such count). Unlike
+    the load average, which trails by a minute, it does not count a run's own processes that
+    ended a moment ago, and the fewest of a few reads leaves out a job that only flickered. A
+    reading of LOADAVG stands for READING_S seconds."""
+    global _reading
+    if path is None and _reading is not None and time.monotonic() - _reading[0] < READING_S:
+        return _reading[1]
     counts = []
+    found: int | None = None
     for i in range(samples):
         try:
-            with open(path) as fh:
+            with open(path or LOADAVG) as fh:
                 counts.append(int(fh.read().split()[3].split("/")[0]))
         except (OSError, IndexError, ValueError):
-            return None
+            break
         if i < samples - 1:
             time.sleep(gap_s)
-    return max(0, min(counts) - 1)
+    else:
+        found = max(0, min(counts) - 1)
+    if path is None:
+        _reading = (time.monotonic(), found)
+    return found
 
 
 #: Other jobs' running tasks, as a share of the machine's cores, from which fedbench counts the

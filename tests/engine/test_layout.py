@@ -166,6 +166,25 @@ def test_others_running_is_the_fewest_runnable_tasks_less_this_one(tmp_path) -> 
     assert threads.others_running(samples=1, path=str(path)) is None
 
 
+def test_a_reading_of_the_kernels_count_stands_for_a_moment(tmp_path, monkeypatch) -> None:
+    """The plans of a table's runs, listed one after the other, share one reading (each takes
+    five reads 10 ms apart); a reading older than READING_S is taken again."""
+    path = tmp_path / "loadavg"
+    path.write_text("0.50 0.40 0.30 3/120 999\n")
+    clock = [100.0]
+    monkeypatch.setattr(threads, "LOADAVG", str(path))
+    monkeypatch.setattr(threads, "_reading", None)
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(threads.time, "sleep", lambda _s: None)
+    assert threads.others_running() == 2
+    path.write_text("0.50 0.40 0.30 1/120 999\n")
+    clock[0] += threads.READING_S - 0.5
+    assert threads.others_running() == 2  # the same moment
+    assert threads.others_running(path=str(path)) == 0  # another file: read afresh
+    clock[0] += 1.0
+    assert threads.others_running() == 0
+
+
 def test_processes_never_outnumber_a_rounds_clients(two_quiet_cores, monkeypatch) -> None:
     monkeypatch.setattr(threads, "available_cores", lambda: 16)
     monkeypatch.setattr(threads, "_default", 16)
